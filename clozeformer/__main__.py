@@ -1,0 +1,5 @@
+import sys
+
+from clozeformer.cli import main
+
+sys.exit(main())

@@ -1,0 +1,63 @@
+"""`clozeformer <verb>`: one subcommand per stage of the road.
+
+Each verb lives in the module that implements it, which exposes
+`add_arguments(parser)` and `main(args) -> int`. Only the chosen verb's module is imported,
+so `clozeformer --help` is instant. User mistakes raise `ClozeformerError`, printed here as
+one line (`error: ...`) with exit status 2, never a traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+
+from clozeformer import __version__
+from clozeformer.errors import ClozeformerError
+
+#: verb -> (module, one-line help). The registry of the CLI; modules are imported lazily.
+COMMANDS: dict[str, tuple[str, str]] = {
+    "demo": ("clozeformer.demo", "build a tiny BERT, save it, reload it here and in transformers"),
+}
+
+
+def _top_parser() -> argparse.ArgumentParser:
+    epilog = "verbs:\n" + "\n".join(f"  {v:<12} {h}" for v, (_, h) in COMMANDS.items())
+    p = argparse.ArgumentParser(
+        prog="clozeformer",
+        description="BERT end to end: WordPiece vocab, pretraining shards, cloze pretraining, "
+                    "fine-tuning, evaluation and inference.",
+        epilog=epilog + "\n\n`clozeformer VERB --help` shows a verb's options.",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument("--version", action="version", version=f"clozeformer {__version__}")
+    p.add_argument("verb", nargs="?", choices=list(COMMANDS), metavar="VERB", help="what to do")
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    top = _top_parser()
+    if not argv or argv[0] not in COMMANDS:
+        args, _ = top.parse_known_args(argv)
+        top.print_help()
+        return 0 if not argv else 2
+    verb = argv[0]
+    module_name, help_ = COMMANDS[verb]
+    module = importlib.import_module(module_name)
+    parser = argparse.ArgumentParser(prog=f"clozeformer {verb}", description=help_,
+                                     formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    module.add_arguments(parser)
+    args = parser.parse_args(argv[1:])
+    try:
+        return int(module.main(args) or 0)
+    except ClozeformerError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return e.exit_code
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

@@ -1,0 +1,137 @@
+"""Flags generated from typed dataclass configs, and the resolved-config printout.
+
+Every stage has one dataclass config (`PretrainConfig`, `FinetuneConfig`, ...). Its fields
+become `--flag-name` options (underscores -> dashes), its defaults are the only defaults,
+and the one-line help comes from `field(metadata={"help": ...})`. A `--config FILE`
+(JSON, or YAML when PyYAML is installed) supplies values too; flags given on the command
+line win over the file, the file wins over the dataclass defaults.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import types
+import typing
+from pathlib import Path
+from typing import Any, TypeVar
+
+from clozeformer.errors import ClozeformerError
+
+T = TypeVar("T")
+_UNSET = object()
+
+
+def _base_type(tp: Any) -> tuple[Any, bool]:
+    """(inner type, is_optional) of a field annotation such as `int | None`."""
+    origin = typing.get_origin(tp)
+    if origin in (typing.Union, types.UnionType):
+        args = [a for a in typing.get_args(tp) if a is not type(None)]
+        return (args[0] if len(args) == 1 else str), True
+    return tp, False
+
+
+def add_dataclass_args(parser: argparse.ArgumentParser, cls: type, *, skip: tuple[str, ...] = (),
+                       positional: tuple[str, ...] = ()) -> None:
+    """Add one flag per field of dataclass `cls`; defaults stay unset so a file can fill them."""
+    hints = typing.get_type_hints(cls)
+    group = parser.add_argument_group(f"{cls.__name__} options")
+    for f in dataclasses.fields(cls):
+        if f.name in skip or f.metadata.get("cli") is False:
+            continue
+        tp, optional = _base_type(hints[f.name])
+        default = f.default if f.default is not dataclasses.MISSING else (
+            f.default_factory() if f.default_factory is not dataclasses.MISSING else None)  # type: ignore[misc]
+        help_ = f.metadata.get("help", "")
+        choices = f.metadata.get("choices")
+        if choices is None and typing.get_origin(tp) is typing.Literal:
+            choices = list(typing.get_args(tp))
+            tp = type(choices[0])
+        help_ = f"{help_} (default: {default})" if help_ else f"(default: {default})"
+        names = [f.name] if f.name in positional else ["--" + f.name.replace("_", "-")]
+        kw: dict[str, Any] = dict(help=help_, default=_UNSET if f.name not in positional else default)
+        if f.name not in positional:
+            kw["dest"] = f.name
+        if tp is bool:
+            kw["action"] = argparse.BooleanOptionalAction
+        elif typing.get_origin(tp) in (list, tuple):
+            inner = typing.get_args(tp)[0] if typing.get_args(tp) else str
+            kw.update(nargs="+" if f.name not in positional else "*", type=inner)
+        else:
+            kw["type"] = tp if tp in (int, float, str) else str
+            if choices:
+                kw["choices"] = choices
+        if f.metadata.get("flag"):
+            names.insert(0, f.metadata["flag"])
+        group.add_argument(*names, **kw)
+
+
+def load_config_file(path: str | Path) -> dict[str, Any]:
+    path = Path(path)
+    if not path.is_file():
+        raise ClozeformerError(f"{path}: no such config file")
+    text = path.read_text(encoding="utf-8")
+    if path.suffix in (".yaml", ".yml"):
+        try:
+            import yaml  # type: ignore[import-untyped]
+        except ImportError:
+            raise ClozeformerError(f"{path}: reading YAML needs PyYAML (pip install pyyaml), or use JSON") from None
+        try:
+            data = yaml.safe_load(text)
+        except yaml.YAMLError as e:
+            raise ClozeformerError(f"{path}: invalid YAML ({e})") from None
+    else:
+        try:
+            data = json.loads(text)
+        except json.JSONDecodeError as e:
+            raise ClozeformerError(f"{path}: invalid JSON at line {e.lineno} ({e.msg})") from None
+    if not isinstance(data, dict):
+        raise ClozeformerError(f"{path}: expected a mapping of option names to values")
+    return data
+
+
+def dataclass_from_args(cls: type[T], args: argparse.Namespace, file_values: dict[str, Any] | None = None) -> T:
+    """Build `cls` from defaults <- config file <- command-line flags."""
+    names = {f.name for f in dataclasses.fields(cls)}  # type: ignore[arg-type]
+    values: dict[str, Any] = {}
+    for k, v in (file_values or {}).items():
+        k = k.replace("-", "_")
+        if k not in names:
+            raise ClozeformerError(f"config file: unknown option {k!r} for {cls.__name__}")
+        values[k] = v
+    for k in names:
+        v = getattr(args, k, _UNSET)
+        if v is not _UNSET:
+            values[k] = v
+    try:
+        return cls(**values)  # type: ignore[call-arg]
+    except TypeError as e:
+        raise ClozeformerError(f"{cls.__name__}: {e}") from None
+
+
+def config_dict(cfg: Any) -> dict[str, Any]:
+    def convert(v: Any) -> Any:
+        if isinstance(v, Path):
+            return str(v)
+        if isinstance(v, (list, tuple)):
+            return [convert(x) for x in v]
+        if isinstance(v, dict):
+            return {str(k): convert(x) for k, x in v.items()}
+        return v
+    return {k: convert(v) for k, v in dataclasses.asdict(cfg).items()}
+
+
+def print_config(cfg: Any, title: str | None = None) -> None:
+    """Print the resolved config, one `name = value` line per field."""
+    d = config_dict(cfg)
+    print(f"== {title or type(cfg).__name__} ==")
+    width = max((len(k) for k in d), default=0)
+    for k, v in d.items():
+        print(f"  {k:<{width}} = {v}")
+
+
+def save_config(cfg: Any, path: str | Path) -> None:
+    from clozeformer.io import atomic_write_json
+
+    atomic_write_json(path, config_dict(cfg))

@@ -1,0 +1,180 @@
+"""`BertConfig`: the architecture, with the field names of Hugging Face's `config.json`.
+
+A clozeformer checkpoint's `config.json` is an HF BERT config (plus nothing HF would reject),
+so `transformers.AutoConfig` reads ours and we read theirs. Keys we do not model are kept in
+`extra` and written back unchanged, so a round trip loses nothing.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from clozeformer.errors import ClozeformerError
+
+#: Activations the FFN supports, by their HF `hidden_act` names.
+ACTIVATIONS = ("gelu", "gelu_new", "gelu_pytorch_tanh", "gelu_fast", "relu", "silu", "swish")
+
+#: (num_hidden_layers, hidden_size, num_attention_heads) of the named presets
+#: (Turc et al. 2019, "Well-Read Students Learn Better", for tiny..medium; Devlin et al. for base/large).
+PRESETS: dict[str, tuple[int, int, int]] = {
+    "tiny": (2, 128, 2),
+    "mini": (4, 256, 4),
+    "small": (4, 512, 8),
+    "medium": (8, 512, 8),
+    "base": (12, 768, 12),
+    "large": (24, 1024, 16),
+}
+
+
+@dataclass
+class BertConfig:
+    vocab_size: int = 30522
+    hidden_size: int = 768
+    num_hidden_layers: int = 12
+    num_attention_heads: int = 12
+    intermediate_size: int = 3072
+    hidden_act: str = "gelu"  # one of ACTIVATIONS; "gelu" is the exact erf GELU
+    hidden_dropout_prob: float = 0.1
+    attention_probs_dropout_prob: float = 0.1
+    max_position_embeddings: int = 512
+    type_vocab_size: int = 2
+    initializer_range: float = 0.02  # std of the normal init (see model.init_weights)
+    layer_norm_eps: float = 1e-12
+    pad_token_id: int = 0
+    position_embedding_type: str = "absolute"  # the only kind BERT checkpoints use
+    classifier_dropout: float | None = None  # None -> hidden_dropout_prob
+    # Task heads (HF names). id2label keys are ints here, strings in config.json.
+    num_labels: int = 2
+    id2label: dict[int, str] | None = None
+    label2id: dict[str, int] | None = None
+    problem_type: str | None = None  # regression | single_label_classification | multi_label_classification
+    # Keys of a config.json we do not model (architectures, torch_dtype, ...), kept for round trips.
+    extra: dict[str, Any] = field(default_factory=dict, repr=False)
+
+    def __post_init__(self) -> None:
+        if self.id2label is not None:
+            self.id2label = {int(k): str(v) for k, v in self.id2label.items()}
+            self.num_labels = len(self.id2label)
+            if self.label2id is None:
+                self.label2id = {v: k for k, v in self.id2label.items()}
+        if self.label2id is not None:
+            self.label2id = {str(k): int(v) for k, v in self.label2id.items()}
+        self.validate()
+
+    # ------------------------------------------------------------------ validation
+    def validate(self) -> None:
+        def bad(msg: str) -> ClozeformerError:
+            return ClozeformerError(f"invalid BertConfig: {msg}")
+
+        for name in ("vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads",
+                     "intermediate_size", "max_position_embeddings", "type_vocab_size"):
+            v = getattr(self, name)
+            if not isinstance(v, int) or v <= 0:
+                raise bad(f"{name} must be a positive integer, got {v!r}")
+        if self.hidden_size % self.num_attention_heads:
+            raise bad(f"hidden_size ({self.hidden_size}) is not divisible by "
+                      f"num_attention_heads ({self.num_attention_heads})")
+        if self.hidden_act not in ACTIVATIONS:
+            raise bad(f"unknown hidden_act {self.hidden_act!r}; choose one of {', '.join(ACTIVATIONS)}")
+        for name in ("hidden_dropout_prob", "attention_probs_dropout_prob"):
+            v = getattr(self, name)
+            if not 0.0 <= v < 1.0:
+                raise bad(f"{name} must be in [0, 1), got {v!r}")
+        if self.position_embedding_type != "absolute":
+            raise bad(f"position_embedding_type {self.position_embedding_type!r} is not supported "
+                      "(only 'absolute', as in BERT)")
+        if not 0 <= self.pad_token_id < self.vocab_size:
+            raise bad(f"pad_token_id {self.pad_token_id} is outside the vocabulary (size {self.vocab_size})")
+        if self.num_labels < 1:
+            raise bad(f"num_labels must be >= 1, got {self.num_labels}")
+        if self.problem_type not in (None, "regression", "single_label_classification",
+                                     "multi_label_classification"):
+            raise bad(f"unknown problem_type {self.problem_type!r}")
+
+    @property
+    def head_dim(self) -> int:
+        return self.hidden_size // self.num_attention_heads
+
+    # ------------------------------------------------------------------ presets
+    @classmethod
+    def preset(cls, name: str, **overrides: Any) -> "BertConfig":
+        """A named size: tiny, mini, small, medium, base, large (FFN = 4 x hidden)."""
+        if name not in PRESETS:
+            raise ClozeformerError(f"unknown model preset {name!r}; choose one of {', '.join(PRESETS)}")
+        layers, hidden, heads = PRESETS[name]
+        kw: dict[str, Any] = dict(num_hidden_layers=layers, hidden_size=hidden,
+                                  num_attention_heads=heads, intermediate_size=4 * hidden)
+        kw.update(overrides)
+        return cls(**kw)
+
+    # ------------------------------------------------------------------ (de)serialisation
+    def to_dict(self) -> dict[str, Any]:
+        """The HF `config.json` dict (model_type 'bert', id2label keys as strings)."""
+        d: dict[str, Any] = {"model_type": "bert"}
+        d.update(self.extra)
+        for f in dataclasses.fields(self):
+            if f.name == "extra":
+                continue
+            v = getattr(self, f.name)
+            if f.name == "id2label":
+                v = None if v is None else {str(k): lab for k, lab in v.items()}
+            d[f.name] = v
+        if d.get("id2label") is None:  # HF writes explicit default labels; keep absent instead
+            d.pop("id2label")
+            d.pop("label2id", None)
+        for key in ("problem_type", "classifier_dropout"):
+            if d.get(key) is None:
+                d.pop(key, None)
+        return d
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any], source: str = "config") -> "BertConfig":
+        d = dict(d)
+        model_type = d.pop("model_type", "bert")
+        if model_type != "bert":
+            raise ClozeformerError(f"{source}: model_type {model_type!r} is not a BERT model "
+                                   "(clozeformer reads model_type 'bert')")
+        names = {f.name for f in dataclasses.fields(cls)} - {"extra"}
+        kw = {k: d.pop(k) for k in list(d) if k in names}
+        extra = d.pop("extra", {}) if isinstance(d.get("extra"), dict) else {}
+        extra.update(d)
+        # HF defaults num_labels from id2label; ignore default "LABEL_i" maps with no labels asked.
+        try:
+            return cls(**kw, extra=extra)
+        except TypeError as e:
+            raise ClozeformerError(f"{source}: {e}") from None
+        except ClozeformerError as e:
+            raise ClozeformerError(f"{source}: {e}") from None
+
+    @classmethod
+    def from_json_file(cls, path: str | Path) -> "BertConfig":
+        path = Path(path)
+        if not path.is_file():
+            raise ClozeformerError(f"{path}: no such config file")
+        try:
+            d = json.loads(path.read_text(encoding="utf-8"))
+        except (UnicodeDecodeError, json.JSONDecodeError) as e:
+            raise ClozeformerError(f"{path}: not valid JSON ({e})") from None
+        if not isinstance(d, dict):
+            raise ClozeformerError(f"{path}: expected a JSON object")
+        return cls.from_dict(d, source=str(path))
+
+    @classmethod
+    def from_pretrained(cls, path: str | Path) -> "BertConfig":
+        path = Path(path)
+        return cls.from_json_file(path / "config.json" if path.is_dir() else path)
+
+    def to_json_string(self) -> str:
+        return json.dumps(self.to_dict(), indent=2, ensure_ascii=False) + "\n"
+
+    def save_pretrained(self, directory: str | Path) -> None:
+        from clozeformer.io import atomic_write_text
+
+        atomic_write_text(Path(directory) / "config.json", self.to_json_string())
+
+    def copy(self, **changes: Any) -> "BertConfig":
+        return dataclasses.replace(self, **changes)
