@@ -1,0 +1,117 @@
+"""Model behaviour: sparse MLM == dense MLM, init statistics, tying, shapes."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+import clozeformer.model as M
+from clozeformer.config import BertConfig
+
+
+def tiny(**kw) -> BertConfig:
+    return BertConfig.preset("tiny", vocab_size=200, hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0, **kw)
+
+
+def batch(B=4, T=16, V=200, p=0.15, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    ids = torch.randint(5, V, (B, T), generator=g)
+    mask = torch.ones(B, T, dtype=torch.long)
+    mask[0, 10:] = 0
+    labels = torch.where(torch.rand(B, T, generator=g) < p, ids, torch.full_like(ids, -100))
+    labels[mask == 0] = -100
+    labels[1, 2] = ids[1, 2]  # at least one target
+    return ids, mask, labels
+
+
+@pytest.mark.parametrize("cls", [M.BertForPreTraining, M.BertForMaskedLM])
+def test_sparse_mlm_matches_dense_loss_and_gradients(cls):
+    torch.manual_seed(0)
+    model = cls(tiny())
+    ids, mask, labels = batch()
+    grads = {}
+    losses = {}
+    for sparse in (False, True):
+        model.zero_grad()
+        model.sparse_mlm = sparse
+        out = model(ids, mask, labels=labels)
+        out.loss.backward()
+        losses[sparse] = out.loss.detach()
+        grads[sparse] = {n: p.grad.clone() for n, p in model.named_parameters() if p.grad is not None}
+        logits = out.prediction_logits if cls is M.BertForPreTraining else out.logits
+        n_masked = int((labels != -100).sum())
+        assert logits.shape == ((n_masked, 200) if sparse else (4, 16, 200))
+    torch.testing.assert_close(losses[True], losses[False], atol=1e-6, rtol=0)
+    assert grads[True].keys() == grads[False].keys()
+    for name in grads[False]:
+        torch.testing.assert_close(grads[True][name], grads[False][name], atol=1e-6, rtol=1e-5, msg=name)
+
+
+def test_sparse_logits_are_the_dense_logits_at_masked_positions():
+    model = M.BertForMaskedLM(tiny()).eval()
+    ids, mask, labels = batch()
+    with torch.no_grad():
+        dense = model(ids, mask).logits  # no labels: dense (B, T, V)
+        sparse = model(ids, mask, labels=labels).logits
+    torch.testing.assert_close(sparse, dense[labels != -100], atol=1e-5, rtol=0)
+
+
+def test_decoder_is_tied_to_word_embeddings():
+    model = M.BertForPreTraining(tiny())
+    assert model.mlm.decoder.weight is model.bert.embeddings.word_embeddings.weight
+    n_unique = sum(p.numel() for p in model.parameters())
+    assert n_unique == model.num_parameters()
+    assert "mlm.decoder.weight" in model.state_dict()
+
+
+def test_init_statistics():
+    torch.manual_seed(0)
+    cfg = BertConfig.preset("mini", vocab_size=3000)
+    model = M.BertForPreTraining(cfg)
+    w = model.bert.encoder.layer[0].ffn.intermediate.weight
+    assert abs(w.std().item() - cfg.initializer_range) < 0.001 and abs(w.mean().item()) < 0.001
+    emb = model.bert.embeddings.word_embeddings.weight
+    assert torch.all(emb[cfg.pad_token_id] == 0)  # padding row stays zero despite the tied decoder
+    assert abs(emb[1:].std().item() - 0.02) < 0.001
+    for name, p in model.named_parameters():
+        if name.endswith("bias"):
+            assert torch.all(p == 0), name
+        if "LayerNorm.weight" in name:
+            assert torch.all(p == 1), name
+
+
+def test_output_shapes_of_every_head():
+    cfg = tiny(num_labels=5)
+    ids, mask, _ = batch(B=2, T=7)
+    out = M.BertModel(cfg)(ids, mask)
+    assert out.last_hidden_state.shape == (2, 7, 128) and out.pooler_output.shape == (2, 128)
+    assert M.BertForSequenceClassification(cfg)(ids, mask).logits.shape == (2, 5)
+    assert M.BertForTokenClassification(cfg)(ids, mask).logits.shape == (2, 7, 5)
+    qa = M.BertForQuestionAnswering(cfg)(ids, mask)
+    assert qa.start_logits.shape == qa.end_logits.shape == (2, 7)
+    mc = M.BertForMultipleChoice(cfg)(ids[:, None].expand(2, 4, 7), mask[:, None].expand(2, 4, 7))
+    assert mc.logits.shape == (2, 4)
+    pt = M.BertForPreTraining(cfg)(ids, mask)
+    assert pt.prediction_logits.shape == (2, 7, 200) and pt.seq_relationship_logits.shape == (2, 2)
+    assert pt.loss is None
+
+
+def test_sequence_longer_than_positions_is_rejected():
+    cfg = tiny(max_position_embeddings=8)
+    with pytest.raises(ValueError, match="exceeds max_position_embeddings 8"):
+        M.BertModel(cfg)(torch.ones(1, 9, dtype=torch.long))
+
+
+def test_mlm_loss_learns_a_fixed_batch():
+    torch.manual_seed(0)
+    model = M.BertForPreTraining(tiny())
+    ids, mask, labels = batch()
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
+    first = None
+    for _ in range(30):
+        loss = model(ids, mask, labels=labels, next_sentence_label=torch.tensor([0, 1, 0, 1])).loss
+        first = first if first is not None else loss.item()
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+    assert loss.item() < 0.5 * first
