@@ -18,6 +18,7 @@ from clozeformer.errors import ClozeformerError
 #: verb -> (module, one-line help). The registry of the CLI; modules are imported lazily.
 COMMANDS: dict[str, tuple[str, str]] = {
     "demo": ("clozeformer.demo", "build a tiny BERT, save it, reload it here and in transformers"),
+    "info": ("clozeformer.info", "show what a model directory holds and check that it loads"),
 }
 
 
@@ -38,10 +39,15 @@ def _top_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     top = _top_parser()
-    if not argv or argv[0] not in COMMANDS:
-        args, _ = top.parse_known_args(argv)
+    if not argv:
         top.print_help()
-        return 0 if not argv else 2
+        return 0
+    if argv[0] not in COMMANDS:
+        if argv[0].startswith("-"):
+            top.parse_args(argv)  # --help / --version exit here; anything else is an argparse error
+        print(f"error: unknown verb {argv[0]!r}; choose one of {', '.join(COMMANDS)} "
+              "(clozeformer --help lists them)", file=sys.stderr)
+        return 2
     verb = argv[0]
     module_name, help_ = COMMANDS[verb]
     module = importlib.import_module(module_name)
