@@ -20,7 +20,7 @@ def main(args: argparse.Namespace) -> int:
     from clozeformer.model import MODEL_CLASSES, BertModel
 
     directory = Path(args.model)
-    cfg = BertConfig.from_pretrained(directory) if directory.is_dir() else None
+    cfg = BertConfig.from_pretrained(directory) if (directory / "config.json").is_file() else None
     arch = (cfg.extra.get("architectures") or ["BertModel"])[0] if cfg else "BertModel"
     cls = MODEL_CLASSES.get(arch, BertModel)
     model = cls.from_pretrained(directory)

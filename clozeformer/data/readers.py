@@ -1,0 +1,506 @@
+"""Streaming corpus readers: files, directories and globs of text in the usual corpus formats.
+
+Formats (auto-detected per file from its first 64 KB, or forced with `format=`):
+
+    bert           one sentence per line, a blank line between documents (Google's
+                   create_pretraining_data.py input)
+    paragraph      paragraphs separated by blank lines, lines hard-wrapped (Gutenberg books);
+                   a file is one document, cut at a paragraph boundary every `max_doc_chars`
+    lines          one document per line (CLUECorpusSmall)
+    jsonl          one JSON object per line with a `text` field; paragraphs split on "\\n"
+                   (WikiExtractor --json, e.g. the Wikinews dump)
+    wikiextractor  `<doc id=.. title=..>` ... `</doc>` blocks (WikiExtractor on a Wikipedia dump);
+                   the title line is dropped, each remaining line is a paragraph
+    wikitext       WikiText-2/103: ` = Title = ` lines start articles, ` = = Section = = `
+                   headings are dropped, `@-@` style escapes undone, `<unk>` -> [UNK]
+
+Any file may be gzip-compressed (detected from its magic bytes, not its name). Memory stays
+bounded: files are read line by line, and only the current document is held. Invalid UTF-8
+is replaced by U+FFFD and counted; binary files are refused. Documents shorter than
+`min_doc_chars` and exact duplicates (a set of 16-byte hashes) are dropped and counted.
+"""
+
+from __future__ import annotations
+
+import codecs
+import glob
+import gzip
+import hashlib
+import html
+import io
+import json
+import os
+import re
+import zlib
+from dataclasses import dataclass, field, fields
+from pathlib import Path
+from typing import Iterable, Iterator, Sequence, TextIO
+
+from clozeformer.errors import ClozeformerError
+
+FORMATS = ("auto", "bert", "paragraph", "lines", "jsonl", "wikiextractor", "wikitext")
+SNIFF_BYTES = 1 << 16
+GZIP_MAGIC = b"\x1f\x8b"
+
+# ----------------------------------------------------------------------------- invalid UTF-8
+# One error handler for all readers: it replaces each invalid byte with U+FFFD (as
+# errors="replace" does) and counts the bytes, so a stray Latin-1 byte is a statistic, not a crash.
+_INVALID_BYTES = [0]
+
+
+def _count_and_replace(exc: UnicodeError) -> tuple[str, int]:
+    if not isinstance(exc, UnicodeDecodeError):
+        raise exc
+    _INVALID_BYTES[0] += exc.end - exc.start
+    return "\ufffd", exc.end
+
+
+codecs.register_error("clozeformer.count", _count_and_replace)
+
+
+# ----------------------------------------------------------------------------- sentences
+_ABBREVIATIONS = frozenset("""
+mr mrs ms dr prof st jr sr rev hon gen col lt sgt capt cmdr adm maj gov sen rep pres supt insp
+mt ft vs etc al cf viz approx ca inc ltd co corp bros dept univ assn est no nos vol vols pp
+fig figs eq ch sec art jan feb mar apr jun jul aug sep sept oct nov dec mon tue wed thu fri sat sun
+""".split())
+# An English sentence ends at . ! ? (plus closing quotes/brackets) before whitespace and an
+# uppercase letter or digit (possibly behind an opening quote/bracket).
+_EN_END = re.compile(r"[.!?]+[\"'\u201d\u2019)\]]*(?=\s+[\"'\u201c\u2018(\[]*[A-Z0-9\u00c0-\u00d6\u00d8-\u00de])")
+# A Chinese/Japanese sentence ends at 。！？ (plus closing quotes); no whitespace follows in CJK text.
+_ZH_END = re.compile(r"[\u3002\uff01\uff1f]+[\u201d\u2019\"'\u300d\u300f\uff09)]*")
+_WORD_BEFORE = re.compile(r"(\S+)$")
+
+
+def _is_abbreviation(text: str, dot: int) -> bool:
+    m = _WORD_BEFORE.search(text, 0, dot)
+    if not m:
+        return False
+    word = m.group(1).lstrip("\"'\u201c\u2018([")
+    if not word:
+        return False
+    if "." in word:  # U.S, e.g, p.m
+        return True
+    if len(word) == 1 and word.isalpha() and word.isupper():  # an initial: "J. R. R. Tolkien"
+        return True
+    return word.lower() in _ABBREVIATIONS
+
+
+def split_sentences(text: str) -> list[str]:
+    """Rule-based sentence splitter for English and Chinese paragraph text.
+
+    English: split after . ! ? (and closing quotes) when whitespace and a capital or digit
+    follow, except after common abbreviations (Mr., Dr., etc.), initials and dotted acronyms.
+    Chinese: split after 。！？ (and closing quotes).
+    """
+    text = text.strip()
+    if not text:
+        return []
+    cuts: set[int] = set()
+    for m in _EN_END.finditer(text):
+        if m.group().startswith(".") and _is_abbreviation(text, m.start()):
+            continue
+        cuts.add(m.end())
+    for m in _ZH_END.finditer(text):
+        cuts.add(m.end())
+    out, start = [], 0
+    for c in sorted(cuts):
+        piece = text[start:c].strip()
+        if piece:
+            out.append(piece)
+        start = c
+    tail = text[start:].strip()
+    if tail:
+        out.append(tail)
+    return out
+
+
+# ----------------------------------------------------------------------------- documents
+@dataclass
+class Document:
+    """One document: `units` are paragraphs (sentence-split later) or, when `presplit`, sentences."""
+
+    units: list[str]
+    presplit: bool
+    source: str
+
+    @property
+    def text(self) -> str:
+        return "\n".join(self.units)
+
+    def digest(self) -> bytes:
+        return hashlib.blake2b(self.text.encode("utf-8"), digest_size=16).digest()
+
+    def sentences(self) -> list[str]:
+        if self.presplit:
+            return list(self.units)
+        return [s for u in self.units for s in split_sentences(u)]
+
+
+@dataclass
+class ReaderStats:
+    """What a reader saw. `documents` counts every document parsed, before filtering."""
+
+    files: int = 0
+    files_skipped: int = 0  # empty or binary files met inside a directory or glob
+    documents: int = 0
+    kept: int = 0
+    too_short: int = 0
+    duplicates: int = 0
+    malformed: int = 0  # unparseable records (bad JSON line, JSON without text), skipped
+    invalid_bytes: int = 0  # invalid UTF-8 bytes replaced by U+FFFD
+    bytes: int = 0  # uncompressed bytes read
+    formats: dict = field(default_factory=dict)  # format -> number of files
+
+    def as_dict(self) -> dict:
+        return {f.name: getattr(self, f.name) for f in fields(self)}
+
+    def summary(self) -> str:
+        filtered = self.too_short + self.duplicates
+        fmts = ", ".join(f"{k} {v}" for k, v in sorted(self.formats.items()))
+        return (f"read {self.documents:,} documents from {self.files:,} files ({self.bytes / 1e6:,.1f} MB; {fmts}); "
+                f"kept {self.kept:,}; filtered {filtered:,} ({self.too_short:,} too short, "
+                f"{self.duplicates:,} duplicates); skipped {self.malformed:,} malformed records and "
+                f"{self.files_skipped:,} files; replaced {self.invalid_bytes:,} invalid UTF-8 bytes")
+
+
+@dataclass(frozen=True)
+class InputFile:
+    path: Path
+    explicit: bool  # named on the command line (errors are fatal) vs found in a directory/glob
+
+
+def _has_glob(s: str) -> bool:
+    return any(c in s for c in "*?[")
+
+
+def expand_inputs(inputs: Sequence[str | os.PathLike]) -> list[InputFile]:
+    """Files named, files under directories (recursively, sorted, hidden ones skipped), glob matches."""
+    if isinstance(inputs, (str, os.PathLike)):
+        inputs = [inputs]
+    if not inputs:
+        raise ClozeformerError("no input given (--input FILE|DIR|GLOB ...)")
+    out: list[InputFile] = []
+    for item in inputs:
+        p = Path(item)
+        if p.is_file():
+            out.append(InputFile(p, True))
+        elif p.is_dir():
+            found = sorted(q for q in p.rglob("*") if q.is_file()
+                           and not any(part.startswith(".") for part in q.relative_to(p).parts))
+            if not found:
+                raise ClozeformerError(f"{p}: directory has no files")
+            out.extend(InputFile(q, False) for q in found)
+        elif _has_glob(str(item)):
+            found = sorted(Path(q) for q in glob.glob(str(item), recursive=True) if Path(q).is_file())
+            if not found:
+                raise ClozeformerError(f"{item}: no files match this pattern")
+            out.extend(InputFile(q, False) for q in found)
+        else:
+            raise ClozeformerError(f"{p}: no such file or directory")
+    seen: set[Path] = set()
+    unique = []
+    for f in out:
+        key = f.path.resolve()
+        if key not in seen:
+            seen.add(key)
+            unique.append(f)
+    return unique
+
+
+class _CountingReader(io.RawIOBase):
+    """Counts the (decompressed) bytes that pass through, for MB/s."""
+
+    def __init__(self, inner) -> None:
+        self.inner = inner
+        self.count = 0
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, b) -> int:
+        n = self.inner.readinto(b)
+        self.count += n or 0
+        return n
+
+
+def _open_binary(path: Path):
+    """(disk file, decompressed binary stream)."""
+    raw = open(path, "rb")
+    head = raw.read(2)
+    raw.seek(0)
+    if head == GZIP_MAGIC:
+        return raw, gzip.GzipFile(fileobj=raw, mode="rb")
+    return raw, raw
+
+
+def sniff(path: Path) -> bytes:
+    """The first SNIFF_BYTES bytes of the decompressed file."""
+    try:
+        raw, stream = _open_binary(path)
+    except OSError as e:
+        raise ClozeformerError(f"{path}: cannot open ({e.strerror})") from None
+    try:
+        return stream.read(SNIFF_BYTES)
+    except (OSError, EOFError, zlib.error) as e:
+        raise ClozeformerError(f"{path}: corrupt gzip data ({e})") from None
+    finally:
+        stream.close()
+        raw.close()
+
+
+def check_text(path: Path, sample: bytes) -> str | None:
+    """None when `sample` looks like text, else why not (empty, binary)."""
+    if not sample:
+        return "file is empty"
+    nul = sample.find(b"\x00")
+    if nul >= 0:
+        return f"looks like a binary file (NUL byte at offset {nul}), not text"
+    body = sample[:-4] if len(sample) == SNIFF_BYTES else sample  # a cut multi-byte char is fine
+    bad = len(body) - len(body.decode("utf-8", errors="ignore").encode("utf-8"))
+    if body and bad > 0.3 * len(body):
+        return f"looks like a binary file ({bad} of the first {len(body)} bytes are not UTF-8), not text"
+    return None
+
+
+_WIKITEXT_TITLE = re.compile(r"^ = [^=].* = ?$")
+_WIKITEXT_HEADING = re.compile(r"^ (= )+.*( =)+ ?$")
+_TERMINAL = tuple(".!?\"'\u201d\u2019)\u3002\uff01\uff1f\u300d\u300f")
+
+
+def detect_format(sample: str) -> str:
+    """Guess the format of a file from the start of its text (see module docstring)."""
+    lines = sample.splitlines()
+    if len(sample) >= SNIFF_BYTES - 4 and len(lines) > 1:
+        lines = lines[:-1]  # probably cut
+    nonblank = [ln.strip() for ln in lines if ln.strip()]
+    if not nonblank:
+        return "lines"
+    first = nonblank[0]
+    if first.startswith("<doc ") or first == "<doc>":
+        return "wikiextractor"
+    if first.startswith("{"):
+        try:
+            if isinstance(json.loads(first), dict):
+                return "jsonl"
+        except json.JSONDecodeError:
+            pass
+    if any(_WIKITEXT_TITLE.match(ln) for ln in lines):
+        return "wikitext"
+    if len(nonblank) == len(lines):
+        return "lines"
+    mean_len = sum(map(len, nonblank)) / len(nonblank)
+    ends = sum(ln.endswith(_TERMINAL) for ln in nonblank) / len(nonblank)
+    if mean_len > 200 or ends < 0.5:
+        return "paragraph"  # long lines = one paragraph each; short unterminated ones = hard-wrapped
+    return "bert"
+
+
+# ----------------------------------------------------------------------------- per-format parsers
+_TITLE_ATTR = re.compile(r'title="([^"]*)"')
+_WIKITEXT_ESCAPE = re.compile(r" @(.)@ ")
+
+
+def _parse_bert(lines: Iterable[str], source: str, max_chars: int, stats: ReaderStats) -> Iterator[Document]:
+    units: list[str] = []
+    size = 0
+    for line in lines:
+        s = line.strip()
+        if s:
+            units.append(s)
+            size += len(s)
+        if (not s and units) or size >= max_chars:
+            yield Document(units, True, source)
+            units, size = [], 0
+    if units:
+        yield Document(units, True, source)
+
+
+def _parse_paragraph(lines: Iterable[str], source: str, max_chars: int, stats: ReaderStats) -> Iterator[Document]:
+    paras: list[str] = []
+    block: list[str] = []
+    size = block_size = 0
+    for line in lines:
+        s = line.strip()
+        if s:
+            block.append(s)
+            block_size += len(s)
+        if (not s or block_size >= max_chars) and block:
+            paras.append(" ".join(block))
+            size += block_size
+            block, block_size = [], 0
+            if size >= max_chars:  # bounded memory: a huge book becomes several documents
+                yield Document(paras, False, source)
+                paras, size = [], 0
+    if block:
+        paras.append(" ".join(block))
+    if paras:
+        yield Document(paras, False, source)
+
+
+def _parse_lines(lines: Iterable[str], source: str, max_chars: int, stats: ReaderStats) -> Iterator[Document]:
+    for line in lines:
+        s = line.strip()
+        if s:
+            yield Document([s], False, source)
+
+
+def _parse_jsonl(lines: Iterable[str], source: str, max_chars: int, stats: ReaderStats) -> Iterator[Document]:
+    good = 0
+    for lineno, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        try:
+            obj = json.loads(line)
+        except json.JSONDecodeError:
+            obj = None
+        text = obj.get("text") if isinstance(obj, dict) else None
+        if not isinstance(text, str):
+            if good == 0 and isinstance(obj, dict):
+                # The very first record has no text: a wrong file or field, not a stray bad line.
+                raise ClozeformerError(f"{source}:{lineno}: JSON record has no string 'text' field "
+                                       f"(keys: {', '.join(sorted(obj)[:8])})")
+            stats.malformed += 1
+            continue
+        good += 1
+        paras = [p.strip() for p in text.split("\n") if p.strip()]
+        if paras:
+            yield Document(paras, False, source)
+        else:
+            stats.documents += 1  # an empty page is still a document read (and filtered as too short)
+            stats.too_short += 1
+
+
+def _parse_wikiextractor(lines: Iterable[str], source: str, max_chars: int, stats: ReaderStats) -> Iterator[Document]:
+    paras: list[str] | None = None
+    title = ""
+    first = True
+    for line in lines:
+        s = line.strip()
+        if s.startswith("<doc") and s.endswith(">"):
+            if paras:  # an unclosed <doc>: keep what it had
+                yield Document(paras, False, source)
+            m = _TITLE_ATTR.search(s)
+            title = html.unescape(m.group(1)).strip() if m else ""
+            paras, first = [], True
+        elif s == "</doc>":
+            if paras is not None:
+                if paras:
+                    yield Document(paras, False, source)
+                else:
+                    stats.documents += 1
+                    stats.too_short += 1
+            paras = None
+        elif paras is not None and s:
+            if first and s == title:  # WikiExtractor repeats the title as the first line
+                first = False
+                continue
+            first = False
+            paras.append(s)
+    if paras:
+        yield Document(paras, False, source)
+
+
+def _parse_wikitext(lines: Iterable[str], source: str, max_chars: int, stats: ReaderStats) -> Iterator[Document]:
+    paras: list[str] = []
+    for line in lines:
+        if _WIKITEXT_TITLE.match(line.rstrip("\n")):
+            if paras:
+                yield Document(paras, False, source)
+            paras = []
+            continue
+        s = line.strip()
+        if not s or _WIKITEXT_HEADING.match(line.rstrip("\n")):
+            continue
+        s = _WIKITEXT_ESCAPE.sub(r"\1", s).replace("<unk>", "[UNK]")
+        paras.append(s)
+    if paras:
+        yield Document(paras, False, source)
+
+
+_PARSERS = {"bert": _parse_bert, "paragraph": _parse_paragraph, "lines": _parse_lines, "jsonl": _parse_jsonl,
+            "wikiextractor": _parse_wikiextractor, "wikitext": _parse_wikitext}
+
+
+# ----------------------------------------------------------------------------- the reader
+class CorpusReader:
+    """Iterate the documents of `inputs` (files, directories, globs), filtered and counted.
+
+    `reader.stats` fills in as iteration proceeds; `reader.disk_bytes_done()` and
+    `reader.disk_bytes_total` give progress in on-disk (compressed) bytes.
+    """
+
+    def __init__(self, inputs: Sequence[str | os.PathLike], format: str = "auto", *, min_doc_chars: int = 0,
+                 dedupe: bool = True, max_doc_chars: int = 1_000_000) -> None:
+        if format not in FORMATS:
+            raise ClozeformerError(f"format={format!r}: expected one of {', '.join(FORMATS)}")
+        self.format = format
+        self.min_doc_chars = int(min_doc_chars)
+        self.dedupe = dedupe
+        self.max_doc_chars = int(max_doc_chars)
+        self.files = expand_inputs(inputs)
+        self.disk_bytes_total = sum(f.path.stat().st_size for f in self.files)
+        self.stats = ReaderStats()
+        self._done_bytes = 0
+        self._raw = None
+
+    def disk_bytes_done(self) -> int:
+        pos = 0
+        if self._raw is not None:
+            try:
+                pos = self._raw.tell()
+            except (OSError, ValueError):
+                pos = 0
+        return self._done_bytes + pos
+
+    def _file_documents(self, f: InputFile) -> Iterator[Document]:
+        sample = sniff(f.path)
+        problem = check_text(f.path, sample)
+        if problem:
+            if f.explicit:
+                raise ClozeformerError(f"{f.path}: {problem}")
+            self.stats.files_skipped += 1
+            return
+        fmt = self.format if self.format != "auto" else detect_format(
+            sample.decode("utf-8", errors="replace"))
+        self.stats.formats[fmt] = self.stats.formats.get(fmt, 0) + 1
+        raw, stream = _open_binary(f.path)
+        self._raw = raw
+        counter = _CountingReader(stream)
+        text: TextIO = io.TextIOWrapper(io.BufferedReader(counter, buffer_size=1 << 16), encoding="utf-8",
+                                        errors="clozeformer.count")
+        invalid0 = _INVALID_BYTES[0]
+        try:
+            yield from _PARSERS[fmt](text, str(f.path), self.max_doc_chars, self.stats)
+        except (EOFError, zlib.error, gzip.BadGzipFile) as e:
+            raise ClozeformerError(f"{f.path}: corrupt gzip data ({e})") from None
+        finally:
+            self.stats.invalid_bytes += _INVALID_BYTES[0] - invalid0
+            self.stats.bytes += counter.count
+            self._done_bytes += f.path.stat().st_size
+            self._raw = None
+            text.close()
+            raw.close()
+
+    def __iter__(self) -> Iterator[Document]:
+        seen: set[bytes] = set()
+        for f in self.files:
+            self.stats.files += 1
+            for doc in self._file_documents(f):
+                self.stats.documents += 1
+                if sum(map(len, doc.units)) < self.min_doc_chars:
+                    self.stats.too_short += 1
+                    continue
+                if self.dedupe:
+                    d = doc.digest()
+                    if d in seen:
+                        self.stats.duplicates += 1
+                        continue
+                    seen.add(d)
+                self.stats.kept += 1
+                yield doc
+
+    def require_documents(self) -> None:
+        """Raise the 'nothing left' error after iteration when no document survived."""
+        if self.stats.kept == 0:
+            raise ClozeformerError(f"no documents left after reading and filtering the input: {self.stats.summary()}")

@@ -1,0 +1,285 @@
+"""Load an HF-format BERT directory and run its forward pass, in PyTorch or in ONNX Runtime.
+
+A directory names its class in `config.json` "architectures" (as transformers writes it); the
+class decides which tasks it can serve (`TASK_HEADS`). Both runners answer the same four
+questions, so the pipelines never know which backend they talk to:
+
+    hidden(batch)               -> (B, T, H)  last hidden states (embeddings)
+    mlm_logits(batch, flat_pos) -> (N, V)     vocabulary logits at N chosen positions only
+    logits(batch)               -> (B, K) sequence or (B, T, K) token classification
+    span_logits(batch)          -> (B, T), (B, T) start / end logits (QA)
+
+Outputs are fp32 CPU tensors whatever the model runs in.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+import torch
+
+from clozeformer.config import BertConfig
+from clozeformer.errors import ClozeformerError
+
+#: task -> architectures that carry its head. "embed" uses the encoder of any of them.
+TASK_HEADS: dict[str, tuple[str, ...]] = {
+    "fill-mask": ("BertForPreTraining", "BertForMaskedLM"),
+    "classify": ("BertForSequenceClassification",),
+    "qa": ("BertForQuestionAnswering",),
+    "ner": ("BertForTokenClassification",),
+}
+TASKS = ("fill-mask", "classify", "embed", "qa", "ner")
+
+#: ONNX graph outputs per architecture (`onnx_export.py` writes them, `OnnxRunner` reads them).
+#: Every graph also returns last_hidden_state, so `embed` works on any export. Masked-LM graphs
+#: take a fourth input, `masked_positions` (N,) flat indices into B*T, and return logits only
+#: there (N, V): the same sparse trick as the PyTorch head, instead of B*T*V dense logits.
+ONNX_OUTPUTS: dict[str, tuple[str, ...]] = {
+    "BertModel": ("last_hidden_state", "pooler_output"),
+    "BertForPreTraining": ("logits", "last_hidden_state"),
+    "BertForMaskedLM": ("logits", "last_hidden_state"),
+    "BertForSequenceClassification": ("logits", "last_hidden_state"),
+    "BertForTokenClassification": ("logits", "last_hidden_state"),
+    "BertForQuestionAnswering": ("start_logits", "end_logits", "last_hidden_state"),
+    "BertForMultipleChoice": ("last_hidden_state",),
+}
+ONNX_INPUTS = ("input_ids", "attention_mask", "token_type_ids")
+
+
+def tasks_for(architecture: str) -> list[str]:
+    """Tasks a directory of this architecture can serve, in TASKS order."""
+    return [t for t in TASKS if t == "embed" or architecture in TASK_HEADS[t]]
+
+
+def require_task(task: str, architecture: str, where: str) -> None:
+    if task not in TASKS:
+        raise ClozeformerError(f"unknown task {task!r}; choose one of {', '.join(TASKS)}")
+    if task not in tasks_for(architecture):
+        need = " or ".join(TASK_HEADS[task])
+        raise ClozeformerError(
+            f"{where}: a {architecture} has no head for {task} (needs a {need} directory); "
+            f"it can do: {', '.join(tasks_for(architecture))}")
+
+
+def read_architecture(directory: Path) -> tuple[BertConfig, str]:
+    """(config, architecture name) of an HF-format directory."""
+    from clozeformer.model import MODEL_CLASSES
+
+    if not directory.is_dir():
+        raise ClozeformerError(f"{directory}: no such model directory")
+    config = BertConfig.from_pretrained(directory)
+    archs = config.extra.get("architectures") or ["BertModel"]
+    arch = archs[0] if isinstance(archs, list) and archs else archs
+    if arch not in MODEL_CLASSES:
+        raise ClozeformerError(f"{directory / 'config.json'}: architectures {arch!r} is not one of "
+                               f"{', '.join(MODEL_CLASSES)}")
+    return config, arch
+
+
+def resolve_device(device: str | None) -> torch.device:
+    if device is None or device == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    try:
+        dev = torch.device(device)
+    except RuntimeError:
+        raise ClozeformerError(f"--device {device!r}: not a torch device (cpu, cuda, cuda:1, ...)") from None
+    if dev.type == "cuda" and not torch.cuda.is_available():
+        raise ClozeformerError(f"--device {device}: CUDA is not available on this machine")
+    return dev
+
+
+def native_bf16(device: torch.device) -> bool:
+    """True when the hardware computes bf16 natively (Ampere+ GPUs; CPUs with AVX512-BF16 or AMX)."""
+    if device.type == "cuda":
+        return torch.cuda.is_bf16_supported()
+    if device.type == "cpu":
+        return bool(torch.cpu._is_avx512_bf16_supported() or torch.cpu._is_amx_tile_supported())
+    return False
+
+
+def resolve_dtype(dtype: str, device: torch.device) -> torch.dtype:
+    """"auto" is bf16 only on a GPU with native bf16; CPUs stay fp32 unless asked (and able)."""
+    if dtype == "fp32":
+        return torch.float32
+    if dtype == "bf16":
+        if not native_bf16(device):
+            raise ClozeformerError(f"--dtype bf16: {device.type} here has no native bf16 support; use fp32")
+        return torch.bfloat16
+    if dtype == "auto":
+        return torch.bfloat16 if device.type == "cuda" and native_bf16(device) else torch.float32
+    raise ClozeformerError(f"--dtype {dtype!r}: choose auto, fp32 or bf16")
+
+
+@dataclass
+class Batch:
+    """One padded model input; every tensor (B, T) int64 on the CPU."""
+
+    input_ids: torch.Tensor
+    attention_mask: torch.Tensor  # 1 = real token, 0 = padding
+    token_type_ids: torch.Tensor
+
+
+class Runner:
+    """What the pipelines need from a backend (see module docstring)."""
+
+    backend: str = ""
+    architecture: str
+    config: BertConfig
+
+    def hidden(self, batch: Batch) -> torch.Tensor:
+        raise NotImplementedError
+
+    def mlm_logits(self, batch: Batch, flat_positions: torch.Tensor) -> torch.Tensor:
+        raise NotImplementedError
+
+    def logits(self, batch: Batch) -> torch.Tensor:
+        raise NotImplementedError
+
+    def span_logits(self, batch: Batch) -> tuple[torch.Tensor, torch.Tensor]:
+        raise NotImplementedError
+
+    def describe(self) -> dict:
+        return {"backend": self.backend, "architecture": self.architecture}
+
+
+class TorchRunner(Runner):
+    backend = "torch"
+
+    def __init__(self, model: torch.nn.Module, *, device: str | None = None, dtype: str = "auto",
+                 compile: bool = False) -> None:
+        self.device = resolve_device(device)
+        self.dtype = resolve_dtype(dtype, self.device)
+        self.config = model.config
+        self.architecture = type(model).hf_architecture
+        model = model.eval().to(self.device, self.dtype)
+        self.model = model
+        self.backbone = getattr(model, "bert", model)  # the BertModel inside any head class
+        self.compiled = compile
+        if compile:
+            # dynamic=True: batches change shape (B and T) with every call; without it each new
+            # shape would recompile. The padding-mask check in the model is a graph break, harmless.
+            self.model = torch.compile(model, dynamic=True)
+            self.backbone = torch.compile(self.backbone, dynamic=True)
+
+    @classmethod
+    def from_dir(cls, directory: str | Path, **kwargs) -> "TorchRunner":
+        from clozeformer.model import MODEL_CLASSES
+
+        directory = Path(directory)
+        _, arch = read_architecture(directory)
+        # strict_heads: a head missing from the checkpoint would be random init, i.e. garbage
+        # predictions; a bare BertModel may lack its pooler, which embeddings never use.
+        model = MODEL_CLASSES[arch].from_pretrained(directory, strict_heads=arch != "BertModel")
+        return cls(model, **kwargs)
+
+    def _inputs(self, batch: Batch) -> dict[str, torch.Tensor]:
+        return {"input_ids": batch.input_ids.to(self.device), "attention_mask": batch.attention_mask.to(self.device),
+                "token_type_ids": batch.token_type_ids.to(self.device)}
+
+    @staticmethod
+    def _out(t: torch.Tensor) -> torch.Tensor:
+        return t.float().cpu()
+
+    def hidden(self, batch: Batch) -> torch.Tensor:
+        with torch.inference_mode():
+            return self._out(self.backbone(**self._inputs(batch)).last_hidden_state)  # (B, T, H)
+
+    def mlm_logits(self, batch: Batch, flat_positions: torch.Tensor) -> torch.Tensor:
+        with torch.inference_mode():
+            h = self.backbone(**self._inputs(batch)).last_hidden_state  # (B, T, H)
+            h = h.reshape(-1, h.shape[-1])[flat_positions.to(self.device)]  # (N, H): masked rows only
+            return self._out(self.model.mlm(h))  # (N, V)
+
+    def logits(self, batch: Batch) -> torch.Tensor:
+        with torch.inference_mode():
+            return self._out(self.model(**self._inputs(batch)).logits)
+
+    def span_logits(self, batch: Batch) -> tuple[torch.Tensor, torch.Tensor]:
+        with torch.inference_mode():
+            out = self.model(**self._inputs(batch))
+            return self._out(out.start_logits), self._out(out.end_logits)
+
+    def describe(self) -> dict:
+        return {**super().describe(), "device": str(self.device), "dtype": str(self.dtype).removeprefix("torch."),
+                "compiled": self.compiled}
+
+
+class OnnxRunner(Runner):
+    """An exported graph (see onnx_export.py) in ONNX Runtime, CPU provider."""
+
+    backend = "onnx"
+
+    def __init__(self, path: str | Path, config: BertConfig, architecture: str, threads: int | None = None) -> None:
+        try:
+            import onnxruntime as ort
+        except ImportError:
+            raise ClozeformerError("the ONNX backend needs onnxruntime (pip install 'clozeformer[onnx]')") from None
+        path = Path(path)
+        if not path.is_file():
+            raise ClozeformerError(f"{path}: no such ONNX file (make one with `clozeformer export --onnx {path}`)")
+        opts = ort.SessionOptions()
+        if threads:
+            opts.intra_op_num_threads = threads
+            opts.inter_op_num_threads = 1
+        try:
+            self.session = ort.InferenceSession(str(path), opts, providers=["CPUExecutionProvider"])
+        except Exception as e:  # onnxruntime raises its own Fail/InvalidGraph types
+            raise ClozeformerError(f"{path}: not a loadable ONNX model ({str(e).splitlines()[0]})") from None
+        meta = self.session.get_modelmeta().custom_metadata_map
+        if meta.get("architecture", architecture) != architecture:
+            raise ClozeformerError(f"{path}: exported from a {meta['architecture']}, but the model directory "
+                                   f"holds a {architecture}; export this directory again")
+        self.path = path
+        self.config = config
+        self.architecture = architecture
+        self.input_names = {i.name for i in self.session.get_inputs()}
+        self.output_names = [o.name for o in self.session.get_outputs()]
+        missing = [n for n in ONNX_OUTPUTS[architecture] if n not in self.output_names]
+        if missing:
+            raise ClozeformerError(f"{path}: graph lacks output(s) {', '.join(missing)}")
+
+    def _run(self, batch: Batch, names: list[str], flat_positions: torch.Tensor | None = None) -> list[torch.Tensor]:
+        feed = {"input_ids": batch.input_ids.numpy(), "attention_mask": batch.attention_mask.numpy(),
+                "token_type_ids": batch.token_type_ids.numpy()}
+        if "masked_positions" in self.input_names:
+            pos = flat_positions if flat_positions is not None else torch.zeros(0, dtype=torch.long)
+            feed["masked_positions"] = pos.numpy()
+        return [torch.from_numpy(a).float() for a in self.session.run(names, feed)]
+
+    def hidden(self, batch: Batch) -> torch.Tensor:
+        return self._run(batch, ["last_hidden_state"])[0]
+
+    def mlm_logits(self, batch: Batch, flat_positions: torch.Tensor) -> torch.Tensor:
+        return self._run(batch, ["logits"], flat_positions)[0]
+
+    def logits(self, batch: Batch) -> torch.Tensor:
+        return self._run(batch, ["logits"])[0]
+
+    def span_logits(self, batch: Batch) -> tuple[torch.Tensor, torch.Tensor]:
+        start, end = self._run(batch, ["start_logits", "end_logits"])
+        return start, end
+
+    def describe(self) -> dict:
+        return {**super().describe(), "onnx": str(self.path)}
+
+
+def load_runner(directory: str | Path, *, backend: Literal["torch", "onnx"] = "torch", onnx_path: str | None = None,
+                device: str | None = None, dtype: str = "auto", compile: bool = False,
+                threads: int | None = None) -> Runner:
+    """A runner for `directory`; the ONNX backend reads `onnx_path` (default DIR/model.onnx)."""
+    directory = Path(directory)
+    if backend == "torch":
+        return TorchRunner.from_dir(directory, device=device, dtype=dtype, compile=compile)
+    if backend == "onnx":
+        config, arch = read_architecture(directory)
+        return OnnxRunner(Path(onnx_path) if onnx_path else directory / "model.onnx", config, arch, threads)
+    raise ClozeformerError(f"--backend {backend!r}: choose torch or onnx")
+
+
+def label_names(config: BertConfig) -> list[str]:
+    """Label i's name: id2label when the directory has one, else LABEL_i (as transformers names them)."""
+    id2label = config.id2label or {}
+    return [id2label.get(i, f"LABEL_{i}") for i in range(config.num_labels)]
+

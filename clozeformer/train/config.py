@@ -1,0 +1,122 @@
+"""`PretrainConfig`: every knob of a pretraining run, the one place its defaults live.
+
+`clozeformer pretrain` generates one flag per field (`--max-steps`, `--grad-accum`, ...);
+`--config-file run.yaml` (or .json) fills fields from a flat mapping, flags win over the file.
+The resolved config is printed at start and saved as RUN_DIR/pretrain_config.json.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Literal
+
+from clozeformer.config import PRESETS
+from clozeformer.errors import ClozeformerError
+
+
+def _help(text: str, **kw) -> dict:
+    return {"help": text, **kw}
+
+
+@dataclass
+class PretrainConfig:
+    # ------------------------------------------------------------------ what to train on / where
+    data: str | None = field(default=None, metadata=_help("prepared data dir (from `clozeformer prepare`)"))
+    out: str | None = field(default=None, metadata=_help("run dir: config, metrics.jsonl, checkpoints/"))
+    # ------------------------------------------------------------------ the model (one of three sources)
+    model: str = field(default="tiny", metadata=_help("architecture preset", choices=list(PRESETS)))
+    model_config: str | None = field(default=None, metadata=_help(
+        "HF-style config.json for the architecture (overrides --model)", flag="--config"))
+    init_from: str | None = field(default=None, metadata=_help(
+        "start from the weights of this HF-format model dir (continued pretraining)"))
+    dropout: float | None = field(default=None, metadata=_help(
+        "override hidden and attention dropout (e.g. 0 for exact comparisons)"))
+    objective: Literal["mlm", "mlm_nsp"] = field(default="mlm", metadata=_help(
+        "mlm (RoBERTa-style, saves BertForMaskedLM) or mlm_nsp (original BERT, needs NSP-prepared data)"))
+    # ------------------------------------------------------------------ masking (applied by the loader)
+    mlm_probability: float = field(default=0.15, metadata=_help("fraction of tokens to predict"))
+    masking: Literal["bernoulli", "exact"] = field(default="bernoulli", metadata=_help(
+        "bernoulli: each token independently; exact: round(p * length) tokens per sequence"))
+    max_predictions: int | None = field(default=20, metadata=_help("cap on predicted tokens per sequence"))
+    whole_word: bool = field(default=False, metadata=_help("mask all pieces of a word together"))
+    # ------------------------------------------------------------------ budget (the first one reached stops)
+    max_steps: int | None = field(default=None, metadata=_help("optimizer steps"))
+    max_tokens: int | None = field(default=None, metadata=_help("token positions (global batch x seq_len per step)"))
+    max_time: float | None = field(default=None, metadata=_help(
+        "wall-clock minutes of training (evals and checkpoints included)"))
+    # ------------------------------------------------------------------ batch
+    batch_size: int = field(default=32, metadata=_help("micro-batch per process"))
+    grad_accum: int = field(default=1, metadata=_help("micro-batches per optimizer step"))
+    # ------------------------------------------------------------------ optimizer and schedule
+    optimizer: Literal["adamw", "lamb"] = field(default="adamw", metadata=_help(
+        "adamw (default) or lamb (layer-wise trust ratio, for large batches)"))
+    optimizer_impl: Literal["auto", "fused", "foreach", "for_loop"] = field(default="auto", metadata=_help(
+        "AdamW kernel: auto = fused where torch has it for the device"))
+    lr: float = field(default=1e-4, metadata=_help("peak learning rate"))
+    weight_decay: float = field(default=0.01, metadata=_help("decoupled weight decay (not on bias/LayerNorm)"))
+    adam_beta1: float = field(default=0.9, metadata=_help("first-moment decay"))
+    adam_beta2: float = field(default=0.999, metadata=_help("second-moment decay"))
+    adam_eps: float = field(default=1e-6, metadata=_help("denominator epsilon (BERT used 1e-6)"))
+    schedule: Literal["linear", "cosine", "constant"] = field(default="linear", metadata=_help(
+        "after warmup: linear decay, cosine decay, or constant"))
+    warmup_steps: int = field(default=0, metadata=_help("linear warmup steps (BERT used 10k of 1M)"))
+    min_lr_ratio: float = field(default=0.0, metadata=_help("lr floor for the decay, as a fraction of --lr"))
+    max_grad_norm: float = field(default=1.0, metadata=_help("clip the global grad norm (0 = off)"))
+    max_bad_steps: int = field(default=10, metadata=_help(
+        "stop after this many consecutive steps with a NaN/Inf loss or gradient"))
+    # ------------------------------------------------------------------ hardware
+    precision: Literal["auto", "fp32", "bf16", "fp16"] = field(default="auto", metadata=_help(
+        "auto: bf16 on CUDA with bf16 and on AMX CPUs, fp16 + GradScaler on older GPUs, else fp32"))
+    compile: bool = field(default=False, metadata=_help("torch.compile the model"))
+    tf32: bool = field(default=True, metadata=_help("TF32 matmuls on Ampere+ GPUs"))
+    fsdp: bool = field(default=False, metadata=_help("shard params/grads/optimizer with FSDP2 instead of DDP"))
+    deterministic: bool = field(default=False, metadata=_help("torch.use_deterministic_algorithms"))
+    num_threads: int | None = field(default=None, metadata=_help("torch CPU threads per process"))
+    seed: int = field(default=0, metadata=_help("seed for init, dropout and data order"))
+    # ------------------------------------------------------------------ evaluation, logging, checkpoints
+    eval_every: int = field(default=0, metadata=_help("evaluate on the val split every N steps (0 = at the end)"))
+    eval_batches: int | None = field(default=None, metadata=_help("cap on val batches per evaluation"))
+    log_every: int = field(default=1, metadata=_help("write a metrics.jsonl line every N steps"))
+    save_every: int = field(default=0, metadata=_help("checkpoint every N steps (0 = off)"))
+    save_every_minutes: float = field(default=0.0, metadata=_help("checkpoint every M minutes (0 = off)"))
+    keep_last: int = field(default=3, metadata=_help("checkpoints to keep (the newest K)"))
+    resume: bool = field(default=True, metadata=_help(
+        "resume from RUN_DIR's newest checkpoint when there is one (--no-resume: refuse a used RUN_DIR)"))
+    resume_from: str | None = field(default=None, metadata=_help("resume from this checkpoint dir"))
+    progress: bool = field(default=True, metadata=_help("tqdm progress bar"))
+    tensorboard: bool = field(default=True, metadata=_help("also log to RUN_DIR/tb when tensorboard is installed"))
+
+    def __post_init__(self) -> None:
+        def bad(msg: str) -> ClozeformerError:
+            return ClozeformerError(f"pretrain config: {msg}")
+
+        if not self.data:
+            raise bad("--data DATA_DIR is required")
+        if not self.out:
+            raise bad("--out RUN_DIR is required")
+        if self.model not in PRESETS:
+            raise bad(f"unknown --model {self.model!r}; choose one of {', '.join(PRESETS)}")
+        if self.model_config and self.init_from:
+            raise bad("give --config or --init-from, not both")
+        if self.max_steps is None and self.max_tokens is None and self.max_time is None:
+            raise bad("set a budget: --max-steps, --max-tokens and/or --max-time")
+        for name in ("max_steps", "max_tokens", "max_time"):
+            v = getattr(self, name)
+            if v is not None and v <= 0:
+                raise bad(f"--{name.replace('_', '-')} must be positive, got {v}")
+        for name in ("batch_size", "grad_accum", "log_every", "keep_last", "max_bad_steps"):
+            if getattr(self, name) < 1:
+                raise bad(f"--{name.replace('_', '-')} must be >= 1, got {getattr(self, name)}")
+        for name in ("eval_every", "save_every", "warmup_steps"):
+            if getattr(self, name) < 0:
+                raise bad(f"--{name.replace('_', '-')} must be >= 0, got {getattr(self, name)}")
+        if self.lr <= 0:
+            raise bad(f"--lr must be positive, got {self.lr}")
+        if not 0.0 < self.mlm_probability < 1.0:
+            raise bad(f"--mlm-probability must be in (0, 1), got {self.mlm_probability}")
+        if self.dropout is not None and not 0.0 <= self.dropout < 1.0:
+            raise bad(f"--dropout must be in [0, 1), got {self.dropout}")
+        if not 0.0 <= self.min_lr_ratio <= 1.0:
+            raise bad(f"--min-lr-ratio must be in [0, 1], got {self.min_lr_ratio}")
+        if self.optimizer == "lamb" and self.optimizer_impl in ("fused", "foreach"):
+            raise bad("--optimizer-impl fused/foreach applies to adamw only")
