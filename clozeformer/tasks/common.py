@@ -1,0 +1,290 @@
+"""What every task reader shares: example records, file reading with line numbers, counted warnings.
+
+Readers turn files into *examples* (the text as the dataset states it, plus where it came
+from); `features.py` / `squad_post.py` turn examples into model inputs. Every example keeps a
+`Source` (file, line) so a problem found later (an unseen label, a truncated input) can still
+name the line a user has to look at.
+
+User mistakes follow one rule: a problem that makes the whole file unusable (missing, empty,
+binary, not UTF-8, a required column absent) raises `ClozeformerError`; a problem confined to
+one row (too few fields, an answer not in its context) skips or repairs that row and is
+*counted* by `Problems`, which prints the first few with file:line and a total at the end.
+"""
+
+from __future__ import annotations
+
+import csv
+import gzip
+import io
+import json
+import sys
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Iterator
+
+from clozeformer.errors import ClozeformerError
+
+
+# ----------------------------------------------------------------------------- provenance + warnings
+
+@dataclass(frozen=True)
+class Source:
+    """Where an example came from: a file and a 1-based line number (0 = the file as a whole)."""
+
+    file: str
+    line: int = 0
+
+    def __str__(self) -> str:
+        return f"{self.file}:{self.line}" if self.line else self.file
+
+
+class Problems:
+    """Counted warnings: the first `show` of each kind are printed with file:line, all are counted.
+
+    `kind` is a short stable key ("skipped_row", "truncated", ...) so the totals can be saved
+    in a metrics JSON and compared between runs.
+    """
+
+    def __init__(self, show: int = 3, stream=None) -> None:
+        self.show = show
+        self.stream = stream
+        self.counts: Counter[str] = Counter()
+        self.first: dict[str, str] = {}
+
+    def warn(self, kind: str, where: Source | str, message: str) -> None:
+        self.counts[kind] += 1
+        line = f"warning: {where}: {message}"
+        self.first.setdefault(kind, line)
+        if self.counts[kind] <= self.show:
+            print(line, file=self.stream or sys.stderr)
+
+    def summary(self) -> str:
+        """One line per kind that occurred more often than was printed."""
+        lines = [f"warning: {n} rows in all had problem '{kind}' (first: {self.first[kind]})"
+                 for kind, n in sorted(self.counts.items()) if n > self.show]
+        return "\n".join(lines)
+
+    def report(self) -> None:
+        text = self.summary()
+        if text:
+            print(text, file=self.stream or sys.stderr)
+
+
+# ----------------------------------------------------------------------------- examples
+
+@dataclass
+class TextExample:
+    """One sentence or sentence pair with a class label (str) or a score (float)."""
+
+    guid: str
+    text_a: str
+    text_b: str | None
+    label: str | float | None
+    source: Source
+
+
+@dataclass
+class TokenExample:
+    """One sentence of pre-split words with one tag per word (None when unlabelled)."""
+
+    guid: str
+    words: list[str]
+    tags: list[str] | None
+    source: Source
+    lines: list[str] = field(default_factory=list, repr=False)  # raw input lines (CoNLL output echoes them)
+
+
+@dataclass
+class Answer:
+    text: str
+    start: int  # character offset in the context; -1 when unknown (then only `text` is scored)
+
+
+@dataclass
+class QAExample:
+    """A question about a context; `answers` empty + `is_impossible` for SQuAD v2.0 no-answer."""
+
+    qid: str
+    question: str
+    context: str
+    answers: list[Answer]
+    is_impossible: bool
+    source: Source
+    title: str = ""
+
+
+@dataclass
+class ChoiceExample:
+    """A context with C candidate continuations; each choice is encoded as (context, prefix + ending)."""
+
+    guid: str
+    context: str
+    prefix: str
+    endings: list[str]
+    label: int | None
+    source: Source
+
+
+Example = TextExample | TokenExample | QAExample | ChoiceExample
+
+
+# ----------------------------------------------------------------------------- reading files
+
+def read_text(path: str | Path) -> str:
+    """The whole file as text: UTF-8 (a BOM is dropped), `.gz` transparently.
+
+    Raises a one-line `ClozeformerError` for a missing, empty, binary or non-UTF-8 file,
+    naming the line of the first undecodable byte.
+    """
+    path = Path(path)
+    if not path.exists():
+        raise ClozeformerError(f"{path}: no such file")
+    if path.is_dir():
+        raise ClozeformerError(f"{path}: is a directory, expected a data file")
+    data = path.read_bytes()
+    if path.suffix == ".gz":
+        try:
+            data = gzip.decompress(data)
+        except (OSError, EOFError) as e:
+            raise ClozeformerError(f"{path}: not a readable gzip file ({e})") from None
+    if not data.strip():
+        raise ClozeformerError(f"{path}: empty file")
+    if b"\x00" in data[:8192]:
+        raise ClozeformerError(f"{path}: looks binary (contains NUL bytes), expected a text file")
+    try:
+        return data.decode("utf-8-sig")  # -sig: MRPC's train/dev start with a UTF-8 BOM
+    except UnicodeDecodeError as e:
+        line = data[:e.start].count(b"\n") + 1
+        raise ClozeformerError(f"{path}:{line}: not UTF-8 (byte 0x{data[e.start]:02x}); "
+                               "re-save the file as UTF-8") from None
+
+
+def read_lines(path: str | Path) -> list[str]:
+    """Lines without their newline characters (\\n, \\r\\n); no trailing empty line."""
+    lines = read_text(path).split("\n")
+    if lines and lines[-1] == "":
+        lines.pop()
+    return [ln[:-1] if ln.endswith("\r") else ln for ln in lines]
+
+
+def iter_tsv(path: str | Path) -> Iterator[tuple[int, list[str]]]:
+    """(line number, fields) of a tab-separated file, NO quoting (as GLUE's files need).
+
+    GLUE's TSVs are written without quoting and contain bare `"` characters (MRPC: `"The
+    foodservice pie business...`); a CSV-style reader would glue lines together at them. This
+    is what Google's `run_classifier.py` does (`csv.reader(f, delimiter="\\t", quotechar=None)`).
+    """
+    for i, line in enumerate(read_lines(path), start=1):
+        if line.strip() == "":
+            continue
+        yield i, line.split("\t")
+
+
+def iter_csv(path: str | Path) -> Iterator[tuple[int, list[str]]]:
+    """(first line number, fields) of a comma-separated file with standard `"` quoting.
+
+    A quoted field may span lines, so each row reports the line it *starts* on.
+    """
+    reader = csv.reader(io.StringIO(read_text(path), newline=""))
+    start = 1
+    try:
+        for row in reader:
+            if any(cell.strip() for cell in row):
+                yield start, row
+            start = reader.line_num + 1
+    except csv.Error as e:
+        raise ClozeformerError(f"{path}:{reader.line_num}: malformed CSV ({e})") from None
+
+
+def iter_jsonl(path: str | Path) -> Iterator[tuple[int, dict]]:
+    """(line number, object) of a JSON-lines file; a `.json` file holding one list of objects works too."""
+    text = read_text(path)
+    stripped = text.lstrip()
+    if Path(path).suffix in (".json", ".gz") and stripped.startswith("["):
+        try:
+            rows = json.loads(text)
+        except json.JSONDecodeError as e:
+            raise ClozeformerError(f"{path}:{e.lineno}: invalid JSON ({e.msg})") from None
+        for i, obj in enumerate(rows):
+            if not isinstance(obj, dict):
+                raise ClozeformerError(f"{path}: item {i} of the JSON list is not an object")
+            yield 0, obj
+        return
+    for i, line in enumerate(text.split("\n"), start=1):
+        if not line.strip():
+            continue
+        try:
+            obj = json.loads(line)
+        except json.JSONDecodeError as e:
+            raise ClozeformerError(f"{path}:{i}: invalid JSON ({e.msg}); expected one object per line") from None
+        if not isinstance(obj, dict):
+            raise ClozeformerError(f"{path}:{i}: expected a JSON object, got {type(obj).__name__}")
+        yield i, obj
+
+
+def table_format(path: str | Path) -> str:
+    """'tsv', 'csv' or 'jsonl' from the file name (`.gz` looked through)."""
+    name = Path(path).name.lower()
+    if name.endswith(".gz"):
+        name = name[:-3]
+    for ext, kind in ((".tsv", "tsv"), (".tab", "tsv"), (".csv", "csv"), (".jsonl", "jsonl"),
+                      (".ndjson", "jsonl"), (".json", "jsonl")):
+        if name.endswith(ext):
+            return kind
+    raise ClozeformerError(f"{path}: unknown table format; use .tsv, .csv, .jsonl or .json")
+
+
+def iter_records(path: str | Path, problems: Problems) -> tuple[list[str], Iterator[tuple[Source, dict]]]:
+    """(column names, rows as {column: value}) of a TSV/CSV with a header row, or of JSONL.
+
+    Rows with a different number of fields than the header are skipped and counted: a missing
+    tab or a tab inside a text would otherwise shift every column of that row.
+    """
+    kind = table_format(path)
+    name = str(path)
+    if kind == "jsonl":
+        rows = list(iter_jsonl(path))
+        if not rows:
+            raise ClozeformerError(f"{path}: no rows")
+        columns = list(dict.fromkeys(k for _, obj in rows for k in obj))
+
+        def gen_json() -> Iterator[tuple[Source, dict]]:
+            for i, (line, obj) in enumerate(rows):
+                yield (Source(name, line) if line else Source(f"{name} (item {i} of the JSON list)")), obj
+        return columns, gen_json()
+    rows_iter = iter_tsv(path) if kind == "tsv" else iter_csv(path)
+    try:
+        _, header = next(rows_iter)
+    except StopIteration:
+        raise ClozeformerError(f"{path}: empty file") from None
+    header = [h.strip() for h in header]
+
+    def gen_table() -> Iterator[tuple[Source, dict]]:
+        for line, fields in rows_iter:
+            if len(fields) != len(header):
+                problems.warn("malformed_row", Source(name, line),
+                              f"{len(fields)} fields where the header has {len(header)}; row skipped")
+                continue
+            yield Source(name, line), dict(zip(header, fields))
+    return header, gen_table()
+
+
+def json_line_index(text: str, key: str = "id") -> dict[str, int]:
+    """{value: line number} for every `"key": "value"` in a JSON text (to name lines in errors)."""
+    import re
+
+    index: dict[str, int] = {}
+    pattern = re.compile(r'"' + re.escape(key) + r'"\s*:\s*"((?:[^"\\]|\\.)*)"')
+    for m in pattern.finditer(text):
+        index.setdefault(m.group(1), text.count("\n", 0, m.start()) + 1)
+    return index
+
+
+def sort_labels(labels) -> list[str]:
+    """Labels in a stable order: numerically when all look like numbers, else alphabetically."""
+    labels = sorted(set(labels))
+    try:
+        return sorted(labels, key=float)
+    except ValueError:
+        return labels
