@@ -124,7 +124,7 @@ class SelfAttention(nn.Module):
         self.attn_dropout = cfg.attention_probs_dropout_prob
         self.dropout = nn.Dropout(cfg.hidden_dropout_prob)
 
-    def forward(self, x: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
+    def forward(self, x: torch.Tensor, mask: torch.Tensor | None, causal: bool = False) -> torch.Tensor:
         B, T, H = x.shape
         NH = self.num_heads
 
@@ -132,9 +132,13 @@ class SelfAttention(nn.Module):
             return t.view(B, T, NH, H // NH).transpose(1, 2)  # (B, T, H) -> (B, NH, T, D)
 
         q, k, v = heads(self.query(x)), heads(self.key(x)), heads(self.value(x))
-        # mask: (B, 1, 1, T) bool, True = attend; None = no padding anywhere (fast path)
+        # mask: (B, 1, 1, T) bool, True = attend; None = no padding anywhere (fast path).
+        # causal (left-to-right, only for the MLM-vs-CLM experiment): token t sees tokens <= t.
+        if causal and mask is not None:
+            mask = mask & torch.ones(T, T, dtype=torch.bool, device=x.device).tril()  # (B, 1, T, T)
         ctx = F.scaled_dot_product_attention(
-            q, k, v, attn_mask=mask, dropout_p=self.attn_dropout if self.training else 0.0)
+            q, k, v, attn_mask=mask, dropout_p=self.attn_dropout if self.training else 0.0,
+            is_causal=causal and mask is None)
         ctx = ctx.transpose(1, 2).reshape(B, T, H)  # (B, NH, T, D) -> (B, T, H)
         return self.LayerNorm(x + self.dropout(self.dense(ctx)))
 
@@ -161,8 +165,8 @@ class Layer(nn.Module):
         self.attention = SelfAttention(cfg)
         self.ffn = FeedForward(cfg)
 
-    def forward(self, x: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
-        return self.ffn(self.attention(x, mask))
+    def forward(self, x: torch.Tensor, mask: torch.Tensor | None, causal: bool = False) -> torch.Tensor:
+        return self.ffn(self.attention(x, mask, causal))
 
 
 class Encoder(nn.Module):
@@ -170,9 +174,9 @@ class Encoder(nn.Module):
         super().__init__()
         self.layer = nn.ModuleList(Layer(cfg) for _ in range(cfg.num_hidden_layers))
 
-    def forward(self, x: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
+    def forward(self, x: torch.Tensor, mask: torch.Tensor | None, causal: bool = False) -> torch.Tensor:
         for layer in self.layer:
-            x = layer(x, mask)
+            x = layer(x, mask, causal)
         return x
 
 
@@ -281,9 +285,10 @@ class BertModel(PreTrainedModel):
         self.post_init()
 
     def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None,
-                token_type_ids: torch.Tensor | None = None) -> BaseModelOutput:
+                token_type_ids: torch.Tensor | None = None, causal: bool = False) -> BaseModelOutput:
+        """`causal=True` turns the encoder left-to-right (a GPT-style baseline); BERT never uses it."""
         x = self.embeddings(input_ids, token_type_ids)  # (B, T) -> (B, T, H)
-        x = self.encoder(x, attention_mask_for_sdpa(attention_mask))
+        x = self.encoder(x, attention_mask_for_sdpa(attention_mask), causal)
         return BaseModelOutput(x, self.pooler(x) if self.pooler is not None else None)
 
 

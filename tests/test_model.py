@@ -115,3 +115,20 @@ def test_mlm_loss_learns_a_fixed_batch():
         loss.backward()
         opt.step()
     assert loss.item() < 0.5 * first
+
+
+def test_causal_mode_ignores_future_tokens_and_respects_padding():
+    model = M.BertModel(tiny()).eval()
+    ids = torch.randint(5, 200, (2, 10))
+    other = ids.clone()
+    other[:, 6:] = torch.randint(5, 200, (2, 4))
+    mask = torch.ones(2, 10, dtype=torch.long)
+    mask[1, 8:] = 0
+    with torch.no_grad():
+        a = model(ids, mask, causal=True).last_hidden_state
+        b = model(other, mask, causal=True).last_hidden_state
+        c = model(ids, torch.ones_like(mask), causal=True).last_hidden_state
+        bidir = model(ids, mask).last_hidden_state
+    torch.testing.assert_close(a[:, :6], b[:, :6], atol=1e-6, rtol=0)  # past unchanged by future edits
+    torch.testing.assert_close(a[:, :8], c[:, :8], atol=1e-6, rtol=0)  # the explicit-mask path == is_causal path
+    assert not torch.allclose(a[:, :6], bidir[:, :6], atol=1e-3)  # bidirectional does see the future
