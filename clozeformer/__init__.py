@@ -22,6 +22,7 @@ _LAZY = {
     "BertForTokenClassification": "clozeformer.model",
     "BertForQuestionAnswering": "clozeformer.model",
     "BertForMultipleChoice": "clozeformer.model",
+    "pipeline": "clozeformer.infer.pipelines",
 }
 
 __all__ = ["__version__", *_LAZY]

@@ -17,8 +17,25 @@ from clozeformer.errors import ClozeformerError
 
 #: verb -> (module, one-line help). The registry of the CLI; modules are imported lazily.
 COMMANDS: dict[str, tuple[str, str]] = {
+    "quickstart": ("clozeformer.quickstart", "the whole road in minutes on the bundled corpus: vocab, pretrain, cloze, fine-tune"),
+    "experiment": ("clozeformer.experiments", "test BERT's claims: pretrain-vs-scratch, mlm-vs-clm, nsp-ablation"),
     "demo": ("clozeformer.demo", "build a tiny BERT, save it, reload it here and in transformers"),
+    "tokenizer": ("clozeformer.data.tokenizer_cli", "train a WordPiece vocab from corpora (tokenizer train)"),
+    "prepare": ("clozeformer.data.cli", "tokenize corpora into packed or NSP pretraining shards"),
+    "pretrain": ("clozeformer.train.cli", "pretrain BERT (MLM or MLM+NSP) with checkpoints, resume, torchrun"),
+    "plot": ("clozeformer.train.plot", "draw a run's loss / accuracy / lr / throughput curves as PNGs"),
+    "finetune": ("clozeformer.tasks.finetune", "fine-tune on GLUE, SQuAD, CMRC, CoNLL-2003, SWAG or your own data"),
+    "evaluate": ("clozeformer.tasks.evaluate", "score a fine-tuned model with the task's official metrics"),
+    "predict": ("clozeformer.tasks.predict", "write predictions: GLUE submission TSVs, SQuAD JSON, CoNLL columns"),
     "info": ("clozeformer.info", "show what a model directory holds and check that it loads"),
+    "fill-mask": ("clozeformer.infer.fill_mask", "predict the words at [MASK] (top-k with probabilities)"),
+    "classify": ("clozeformer.infer.classify", "label texts or text pairs with a fine-tuned classifier"),
+    "embed": ("clozeformer.infer.embed", "sentence embeddings ([CLS] or mean), or build a search index"),
+    "search": ("clozeformer.infer.index", "find the nearest texts in an embedding index"),
+    "qa": ("clozeformer.infer.qa", "extract the answer to a question from a context"),
+    "ner": ("clozeformer.infer.ner", "named entities with types, scores and character spans"),
+    "serve": ("clozeformer.infer.server", "HTTP server for the model's tasks (FastAPI, micro-batching)"),
+    "export": ("clozeformer.infer.onnx_export", "export a model directory to ONNX and check it against PyTorch"),
 }
 
 

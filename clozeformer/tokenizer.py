@@ -284,33 +284,35 @@ class Tokenizer:
         self._truncation = want
 
     @staticmethod
-    def _convert(enc) -> Encoding:
+    def _convert(enc, overflowing: bool = False) -> Encoding:
         return Encoding(
             input_ids=list(enc.ids), token_type_ids=list(enc.type_ids), attention_mask=list(enc.attention_mask),
             offsets=[tuple(o) for o in enc.offsets], word_ids=list(enc.word_ids),
             sequence_ids=list(enc.sequence_ids), special_tokens_mask=list(enc.special_tokens_mask),
-            tokens=list(enc.tokens), overflowing=[Tokenizer._convert(o) for o in enc.overflowing])
+            tokens=list(enc.tokens), overflowing=[Tokenizer._convert(o) for o in enc.overflowing] if overflowing else [])
 
     def encode(self, text: str, pair: str | None = None, max_length: int | None = None,
                truncation: Truncation = "longest_first", add_special_tokens: bool = True,
-               stride: int = 0) -> Encoding:
+               stride: int = 0, return_overflowing: bool = False) -> Encoding:
         """Encode one text (or a pair: `[CLS] A [SEP] B [SEP]`).
 
-        `max_length` counts the special tokens; tokens cut off by truncation are kept in
-        `overflowing` (windows overlapping by `stride` tokens).
+        `max_length` counts the special tokens. With `return_overflowing`, the tokens cut off
+        by truncation come back in `overflowing` as windows overlapping by `stride` tokens.
         """
         self._set_truncation(max_length, truncation, stride)
-        return self._convert(self._backend.encode(text, pair, add_special_tokens=add_special_tokens))
+        enc = self._backend.encode(text, pair, add_special_tokens=add_special_tokens)
+        return self._convert(enc, return_overflowing)
 
     def encode_batch(self, texts: Sequence[str], pairs: Sequence[str] | None = None, max_length: int | None = None,
                      truncation: Truncation = "longest_first", add_special_tokens: bool = True,
-                     stride: int = 0) -> list[Encoding]:
+                     stride: int = 0, return_overflowing: bool = False) -> list[Encoding]:
         """`encode` over a batch, in parallel in Rust."""
         if pairs is not None and len(pairs) != len(texts):
             raise ClozeformerError(f"encode_batch: {len(texts)} texts but {len(pairs)} pairs")
         self._set_truncation(max_length, truncation, stride)
         inputs = list(texts) if pairs is None else list(zip(texts, pairs))
-        return [self._convert(e) for e in self._backend.encode_batch(inputs, add_special_tokens=add_special_tokens)]
+        encs = self._backend.encode_batch(inputs, add_special_tokens=add_special_tokens)
+        return [self._convert(e, return_overflowing) for e in encs]
 
     def tokenize(self, text: str) -> list[str]:
         """WordPiece tokens of `text`, without [CLS]/[SEP]."""

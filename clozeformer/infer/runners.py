@@ -125,6 +125,7 @@ class Runner:
     """What the pipelines need from a backend (see module docstring)."""
 
     backend: str = ""
+    source: str = ""  # the model directory, when loaded from one
     architecture: str
     config: BertConfig
 
@@ -270,12 +271,16 @@ def load_runner(directory: str | Path, *, backend: Literal["torch", "onnx"] = "t
                 threads: int | None = None) -> Runner:
     """A runner for `directory`; the ONNX backend reads `onnx_path` (default DIR/model.onnx)."""
     directory = Path(directory)
+    runner: Runner
     if backend == "torch":
-        return TorchRunner.from_dir(directory, device=device, dtype=dtype, compile=compile)
-    if backend == "onnx":
+        runner = TorchRunner.from_dir(directory, device=device, dtype=dtype, compile=compile)
+    elif backend == "onnx":
         config, arch = read_architecture(directory)
-        return OnnxRunner(Path(onnx_path) if onnx_path else directory / "model.onnx", config, arch, threads)
-    raise ClozeformerError(f"--backend {backend!r}: choose torch or onnx")
+        runner = OnnxRunner(Path(onnx_path) if onnx_path else directory / "model.onnx", config, arch, threads)
+    else:
+        raise ClozeformerError(f"--backend {backend!r}: choose torch or onnx")
+    runner.source = str(directory.resolve())
+    return runner
 
 
 def label_names(config: BertConfig) -> list[str]:

@@ -1,0 +1,119 @@
+"""`clozeformer tokenizer train`: learn a WordPiece vocab from corpora.
+
+    clozeformer tokenizer train --input corpus/ --vocab-size 30522 [--cased] --out tok/
+
+Reads text with the corpus readers (gzip, directories, globs, JSONL, WikiExtractor, ...),
+trains with `tokenizers`' WordPieceTrainer behind BERT's normalizer and pre-tokenizer, and
+writes `vocab.txt` + `tokenizer_config.json`, which both `Tokenizer.from_pretrained` and
+`transformers.BertTokenizerFast.from_pretrained` load.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Iterator
+
+from clozeformer.cliutil import add_dataclass_args, dataclass_from_args, load_config_file, print_config, save_config
+from clozeformer.data.readers import FORMATS, CorpusReader
+from clozeformer.errors import ClozeformerError
+from clozeformer.tokenizer import Tokenizer
+
+BATCH_TEXTS = 1000
+
+
+@dataclass
+class TokenizerTrainConfig:
+    input: list[str] = field(default_factory=list, metadata={"help": "text files, directories or globs (gz ok)"})
+    out: str = field(default="", metadata={"help": "directory for vocab.txt + tokenizer_config.json"})
+    vocab_size: int = field(default=30522, metadata={"help": "vocab size, special and [unused] tokens included"})
+    cased: bool = field(default=False, metadata={"help": "keep case and accents (default: lowercase + strip accents)"})
+    format: str = field(default="auto", metadata={"help": "input format", "choices": list(FORMATS)})
+    min_frequency: int = field(default=2, metadata={"help": "ignore pieces seen fewer times"})
+    limit_alphabet: int = field(default=1000, metadata={"help": "keep this many most frequent characters"})
+    num_unused: int = field(default=99, metadata={"help": "[unusedN] slots after [PAD] (99: Google's ids)"})
+    min_doc_chars: int = field(default=0, metadata={"help": "drop documents shorter than this"})
+    dedupe: bool = field(default=True, metadata={"help": "drop exact duplicate documents"})
+    progress: bool = field(default=True, metadata={"help": "show progress bars"})
+
+    def __post_init__(self) -> None:
+        if isinstance(self.input, str):
+            self.input = [self.input]
+        if not self.input:
+            raise ClozeformerError("--input: give at least one file, directory or glob")
+        if not self.out:
+            raise ClozeformerError("--out: give the output directory")
+        if self.format not in FORMATS:
+            raise ClozeformerError(f"--format {self.format!r}: expected one of {', '.join(FORMATS)}")
+        if self.num_unused < 0:
+            raise ClozeformerError(f"--num-unused {self.num_unused}: must be >= 0")
+        if self.vocab_size < self.num_unused + 5 + 2:
+            raise ClozeformerError(f"--vocab-size {self.vocab_size}: too small for {self.num_unused} unused + 5 special tokens")
+
+
+def train_tokenizer(cfg: TokenizerTrainConfig) -> tuple[Tokenizer, dict]:
+    """Train on the corpus; returns the tokenizer and a summary dict (nothing written)."""
+    from tqdm import tqdm
+
+    reader = CorpusReader(cfg.input, cfg.format, min_doc_chars=cfg.min_doc_chars, dedupe=cfg.dedupe)
+    bar = tqdm(total=reader.disk_bytes_total, unit="B", unit_scale=True, desc="reading", disable=not cfg.progress,
+               dynamic_ncols=True)
+
+    finished = False
+
+    def batches() -> Iterator[list[str]]:
+        nonlocal finished
+        batch: list[str] = []
+        for doc in reader:
+            batch.extend(doc.units)
+            if len(batch) >= BATCH_TEXTS:
+                yield batch
+                batch = []
+                bar.update(reader.disk_bytes_done() - bar.n)
+        if batch:
+            yield batch
+        bar.update(reader.disk_bytes_done() - bar.n)
+        bar.close()
+        finished = True
+
+    t0 = time.perf_counter()
+    try:
+        tok = Tokenizer.train(batches(), cfg.vocab_size, do_lower_case=not cfg.cased, min_frequency=cfg.min_frequency,
+                              limit_alphabet=cfg.limit_alphabet, num_unused=cfg.num_unused,
+                              show_progress=cfg.progress)
+    except ClozeformerError:
+        if finished:
+            reader.require_documents()  # "nothing left after filtering" is the clearer error
+        raise
+    seconds = time.perf_counter() - t0
+    summary = {"seconds": round(seconds, 2), "vocab_size": tok.vocab_size, "input_bytes": reader.stats.bytes,
+               "reader": reader.stats.as_dict(), "reader_summary": reader.stats.summary()}
+    return tok, summary
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    sub = parser.add_subparsers(dest="action", metavar="ACTION", required=True)
+    train = sub.add_parser("train", help="learn a WordPiece vocab from corpora",
+                           formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    train.add_argument("--config", help="JSON/YAML file of TokenizerTrainConfig values (flags win)")
+    add_dataclass_args(train, TokenizerTrainConfig)
+
+
+def main(args: argparse.Namespace) -> int:
+    cfg = dataclass_from_args(TokenizerTrainConfig, args, load_config_file(args.config) if args.config else None)
+    print_config(cfg)
+    tok, summary = train_tokenizer(cfg)
+    out = tok.save(cfg.out)
+    save_config(cfg, Path(out) / "tokenizer_train_config.json")
+    print(summary["reader_summary"], file=sys.stderr)
+    if tok.vocab_size < cfg.vocab_size:
+        print(f"note: the corpus supported only {tok.vocab_size:,} of the {cfg.vocab_size:,} requested tokens",
+              file=sys.stderr)
+    sp = tok.special_ids
+    print(f"wrote {out / 'vocab.txt'} ({tok.vocab_size:,} tokens, {'cased' if cfg.cased else 'uncased'}; "
+          f"[PAD]={sp['pad']} [UNK]={sp['unk']} [CLS]={sp['cls']} [SEP]={sp['sep']} [MASK]={sp['mask']}) "
+          f"in {summary['seconds']:.1f} s")
+    return 0

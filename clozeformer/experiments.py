@@ -1,0 +1,416 @@
+"""`clozeformer experiment NAME`: one-command tests of BERT's claims, measured, whatever they show.
+
+    pretrain-vs-scratch  the same fine-tuning recipe from a pretrained and from a random model
+    mlm-vs-clm           the same backbone and token budget trained bidirectionally (masked LM)
+                         and left-to-right (causal mask, next-token loss), then identical
+                         fine-tuning (MLM: classify from [CLS]; CLM: from the last real token)
+    nsp-ablation         MLM + NSP vs MLM only, equal steps, on the same NSP-prepared data
+
+Every variant is fine-tuned on each task with K seeds; the table reports mean +- std of the
+task's main dev metric. Pretraining runs once per variant (seed 0): the seeds measure fine-tuning
+variance, not pretraining variance (say so when quoting the numbers). Writes results.json,
+results.md and PNG plots under --out.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import statistics
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from clozeformer.cliutil import add_dataclass_args, dataclass_from_args, print_config, save_config
+from clozeformer.errors import ClozeformerError
+
+EXPERIMENTS = ("pretrain-vs-scratch", "mlm-vs-clm", "nsp-ablation")
+
+
+def _help(text: str, **kw) -> dict:
+    return {"help": text, **kw}
+
+
+@dataclass
+class ExperimentConfig:
+    name: str = field(default="", metadata=_help("experiment", choices=list(EXPERIMENTS)))
+    data: str = field(default="", metadata=_help(
+        "prepared pretraining data dir (`clozeformer prepare`; nsp-ablation needs --mode nsp)"))
+    tasks_data: str = field(default="", metadata=_help("directory holding GLUE-style task dirs (SST-2/, RTE/, ...)"))
+    tasks: list[str] = field(default_factory=lambda: ["sst2", "mrpc", "rte", "cola"], metadata=_help(
+        "GLUE-style tasks to fine-tune on"))
+    out: str = field(default="experiment-run", metadata=_help("output directory"))
+    pretrained: str | None = field(default=None, metadata=_help(
+        "pretrain-vs-scratch: use this pretrained model dir instead of pretraining one"))
+    model: str = field(default="mini", metadata=_help("architecture preset of the pretrained models"))
+    budget_minutes: float = field(default=10.0, metadata=_help(
+        "pretraining wall-clock minutes of the first variant; the others get its step count"))
+    finetune_minutes: float = field(default=2.0, metadata=_help("wall-clock cap per fine-tuning run"))
+    seeds: int = field(default=3, metadata=_help("fine-tuning seeds per (variant, task)"))
+    batch_size: int = field(default=32, metadata=_help("pretraining micro-batch"))
+    lr: float = field(default=5e-4, metadata=_help("pretraining peak learning rate"))
+    finetune_lr: float = field(default=1e-4, metadata=_help("fine-tuning learning rate"))
+    finetune_epochs: float = field(default=3.0, metadata=_help("fine-tuning epochs (the time cap may stop earlier)"))
+    max_train_examples: int | None = field(default=4000, metadata=_help("cap on fine-tuning examples per task"))
+    max_eval_examples: int | None = field(default=2000, metadata=_help("cap on dev examples per task"))
+    threads: int | None = field(default=None, metadata=_help("torch CPU threads"))
+
+    def __post_init__(self) -> None:
+        if self.name not in EXPERIMENTS:
+            raise ClozeformerError(f"unknown experiment {self.name!r}; choose one of {', '.join(EXPERIMENTS)}")
+        if not self.tasks_data or not Path(self.tasks_data).is_dir():
+            raise ClozeformerError(f"--tasks-data {self.tasks_data!r}: not a directory of GLUE-style tasks")
+        if not (self.name == "pretrain-vs-scratch" and self.pretrained) and not self.data:
+            raise ClozeformerError("--data: give a prepared pretraining data dir (`clozeformer prepare`)")
+        if self.seeds < 1 or self.budget_minutes <= 0 or self.finetune_minutes <= 0:
+            raise ClozeformerError("--seeds, --budget-minutes and --finetune-minutes must be positive")
+
+
+# ----------------------------------------------------------------------------- shared pieces
+
+TASK_DIRS = {"sst2": "SST-2", "cola": "CoLA", "mrpc": "MRPC", "rte": "RTE", "stsb": "STS-B", "wnli": "WNLI",
+             "qnli": "QNLI", "qqp": "QQP", "mnli": "MNLI", "chnsenticorp": "chnsenticorp"}
+
+
+def task_dir(cfg: ExperimentConfig, task: str) -> Path:
+    root = Path(cfg.tasks_data)
+    for cand in (root / TASK_DIRS.get(task, task), root / task):
+        if cand.is_dir():
+            return cand
+    raise ClozeformerError(f"--tasks-data {root}: no directory for task {task!r} ({TASK_DIRS.get(task, task)}/)")
+
+
+def finetune_standard(cfg: ExperimentConfig, model_dir: Path, task: str, seed: int, out: Path) -> float:
+    """The library's fine-tuning recipe (pooled [CLS] head); returns the main dev metric."""
+    from clozeformer.tasks.config import FinetuneConfig
+    from clozeformer.tasks.finetune import finetune
+
+    res = finetune(FinetuneConfig(
+        task=task, data=[str(task_dir(cfg, task))], model=str(model_dir), out=str(out), epochs=cfg.finetune_epochs,
+        lr=cfg.finetune_lr, batch_size=32, seed=seed, max_time=cfg.finetune_minutes, overwrite=True,
+        max_train_examples=cfg.max_train_examples, max_eval_examples=cfg.max_eval_examples, threads=cfg.threads))
+    return float(res["best"]["main"]) if res.get("best") else float("nan")
+
+
+def save_random_init(reference: Path, out: Path, seed: int) -> Path:
+    """A randomly initialised model with `reference`'s architecture and vocabulary."""
+    import shutil
+
+    import torch
+
+    from clozeformer.config import BertConfig
+    from clozeformer.model import BertForMaskedLM
+
+    torch.manual_seed(seed)
+    BertForMaskedLM(BertConfig.from_pretrained(reference)).save_pretrained(out)
+    for name in ("vocab.txt", "tokenizer_config.json"):
+        if (reference / name).is_file():
+            shutil.copy(reference / name, out / name)
+    return out
+
+
+def run_pretraining(cfg: ExperimentConfig, out: Path, objective: str, max_steps: int | None) -> tuple[Path, dict]:
+    """The library's pretraining loop; budget = minutes for the first variant, steps after."""
+    from clozeformer.train.config import PretrainConfig
+    from clozeformer.train.loop import pretrain
+
+    summary = pretrain(PretrainConfig(
+        data=cfg.data, out=str(out), model=cfg.model, objective=objective,  # type: ignore[arg-type]
+        max_time=None if max_steps else cfg.budget_minutes, max_steps=max_steps, batch_size=cfg.batch_size,
+        lr=cfg.lr, warmup_steps=100, eval_every=0, eval_batches=50, seed=0, tensorboard=False, keep_last=1,
+        num_threads=cfg.threads, resume=False))
+    return Path(summary["checkpoint"]), summary
+
+
+def mean_std(xs: list[float]) -> tuple[float, float]:
+    return statistics.fmean(xs), (statistics.stdev(xs) if len(xs) > 1 else 0.0)
+
+
+# ----------------------------------------------------------------------------- MLM vs CLM
+
+def clm_or_mlm_pretrain(cfg: ExperimentConfig, causal: bool, steps: int | None, out: Path) -> dict:
+    """One small loop for both objectives so that only the objective differs.
+
+    MLM: the loader's dynamic 15% masking, loss at masked tokens. CLM: the same batches with
+    masking undone (original ids recovered from the labels), causal attention, next-token loss
+    at every real position. Same model class, optimizer (AdamW, no decay on bias/LayerNorm),
+    warmup + linear decay, batch and steps.
+    """
+    import torch
+    import torch.nn.functional as F
+
+    from clozeformer.config import BertConfig
+    from clozeformer.data.loader import MaskingConfig, PretrainLoader, read_manifest
+    from clozeformer.model import BertForMaskedLM
+    from clozeformer.train.optim import Schedule, param_groups
+
+    manifest = read_manifest(cfg.data)
+    torch.manual_seed(0)
+    model = BertForMaskedLM(BertConfig.preset(cfg.model, vocab_size=manifest["vocab_size"])).train()
+    opt = torch.optim.AdamW(param_groups(model, 0.01), lr=cfg.lr, eps=1e-6)
+    loader = PretrainLoader(cfg.data, "train", batch_size=cfg.batch_size, seed=0, masking=MaskingConfig())
+    t0, losses, step = time.monotonic(), [], 0
+    budget_s = cfg.budget_minutes * 60
+    horizon = steps
+    sched = Schedule("linear", warmup_steps=100)
+    for batch in loader:
+        if (steps is not None and step >= steps) or (steps is None and time.monotonic() - t0 >= budget_s):
+            break
+        if steps is None and step >= 3:  # time budget -> step horizon from the measured pace
+            horizon = max(step, math.ceil(step * budget_s / (time.monotonic() - t0)))
+        for g in opt.param_groups:
+            g["lr"] = cfg.lr * sched.factor(step, horizon)
+        ids, mask, types, labels = (batch[k] for k in ("input_ids", "attention_mask", "token_type_ids", "labels"))
+        if causal:
+            orig = torch.where(labels != -100, labels, ids)
+            h = model.bert(orig, mask, types, causal=True).last_hidden_state  # (B, T, H)
+            target = orig[:, 1:].masked_fill(mask[:, 1:] == 0, -100)  # (B, T-1): the next token
+            keep = target.reshape(-1) != -100
+            logits = model.mlm(h[:, :-1].reshape(-1, h.shape[-1])[keep])  # (N, V)
+            loss = F.cross_entropy(logits, target.reshape(-1)[keep])
+        else:
+            loss = model(ids, mask, types, labels=labels).loss
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        opt.step()
+        losses.append(loss.item())
+        step += 1
+        if step % 50 == 0:
+            print(f"  {'CLM' if causal else 'MLM'} step {step}/{horizon}: loss {statistics.fmean(losses[-50:]):.3f}",
+                  flush=True)
+    model.save_pretrained(out)
+    tok_dir = Path(cfg.data) / "tokenizer"
+    for name in ("vocab.txt", "tokenizer_config.json"):
+        if (tok_dir / name).is_file():
+            (out / name).write_bytes((tok_dir / name).read_bytes())
+    return {"steps": step, "seconds": time.monotonic() - t0, "losses": losses, "dir": str(out)}
+
+
+def finetune_pooled(cfg: ExperimentConfig, model_dir: Path, task: str, seed: int, causal: bool) -> float:
+    """Identical fine-tuning for both backbones; only the attention mask and the pooled token differ.
+
+    Bidirectional: the [CLS] (first) token's hidden state. Causal: the last real token's (the
+    final [SEP]), the only one that has seen the whole input. Head: dense + tanh + linear (BERT's
+    pooler + classifier, freshly initialised for both).
+    """
+    import numpy as np
+    import torch
+    import torch.nn.functional as F
+    from torch import nn
+
+    from clozeformer.config import BertConfig
+    from clozeformer.model import BertModel
+    from clozeformer.tasks.common import Problems
+    from clozeformer.tasks.config import TaskDataConfig
+    from clozeformer.tasks.metrics import classification_metrics
+    from clozeformer.tasks.runner import discover_labels
+    from clozeformer.tasks.spec import get_task, resolve_files
+    from clozeformer.tokenizer import Tokenizer
+
+    spec = get_task(task, TaskDataConfig())
+    if spec.family != "classification":
+        raise ClozeformerError(f"mlm-vs-clm fine-tunes classification tasks; {task} is {spec.family}")
+    files = resolve_files(spec, [str(task_dir(cfg, task))], ("train", spec.eval_splits[0]))
+    problems = Problems()
+    train = spec.read(files["train"], problems, True)
+    dev = spec.read(files[spec.eval_splits[0]], problems, True)[: cfg.max_eval_examples]
+    rng = np.random.default_rng(seed)
+    if cfg.max_train_examples and len(train) > cfg.max_train_examples:
+        train = [train[i] for i in np.sort(rng.choice(len(train), cfg.max_train_examples, replace=False))]
+    labels = discover_labels(spec, train)
+    index = {lab: i for i, lab in enumerate(labels)}
+    tok = Tokenizer.from_pretrained(model_dir)
+
+    def encode(examples):
+        pairs = [e.text_b for e in examples] if examples[0].text_b is not None else None
+        encs = tok.encode_batch([e.text_a for e in examples], pairs, max_length=128)
+        return [e.input_ids for e in encs], [e.token_type_ids for e in encs], [index[str(e.label)] for e in examples]
+
+    def batches(data, order, bs=32):
+        ids, types, ys = data
+        for i in range(0, len(order), bs):
+            sel = order[i:i + bs]
+            T = max(len(ids[j]) for j in sel)
+            x = torch.zeros(len(sel), T, dtype=torch.long)
+            tt = torch.zeros_like(x)
+            m = torch.zeros_like(x)
+            for r, j in enumerate(sel):
+                n = len(ids[j])
+                x[r, :n], tt[r, :n], m[r, :n] = torch.tensor(ids[j]), torch.tensor(types[j]), 1
+            yield x, tt, m, torch.tensor([ys[j] for j in sel])
+
+    torch.manual_seed(seed)
+    backbone = BertModel.from_pretrained(model_dir, config=BertConfig.from_pretrained(model_dir))
+    H = backbone.config.hidden_size
+    head = nn.Sequential(nn.Linear(H, H), nn.Tanh(), nn.Dropout(0.1), nn.Linear(H, len(labels)))
+    params = list(backbone.parameters()) + list(head.parameters())
+    opt = torch.optim.AdamW(params, lr=cfg.finetune_lr, weight_decay=0.01, eps=1e-6)
+    tr, dv = encode(train), encode(dev)
+    steps_per_epoch = math.ceil(len(train) / 32)
+    total = max(1, int(cfg.finetune_epochs * steps_per_epoch))
+    warm = max(1, total // 10)
+    step, t0 = 0, time.monotonic()
+
+    def represent(x, tt, m):
+        h = backbone(x, m, tt, causal=causal).last_hidden_state  # (B, T, H)
+        pos = (m.sum(1) - 1) if causal else torch.zeros(len(x), dtype=torch.long)
+        return h[torch.arange(len(x)), pos]  # (B, H)
+
+    backbone.train(), head.train()
+    while step < total and time.monotonic() - t0 < cfg.finetune_minutes * 60:
+        for x, tt, m, y in batches(tr, rng.permutation(len(tr[0])).tolist()):
+            lr = cfg.finetune_lr * min((step + 1) / warm, max(0.0, (total - step) / max(1, total - warm)))
+            for g in opt.param_groups:
+                g["lr"] = lr
+            loss = F.cross_entropy(head(represent(x, tt, m)), y)
+            opt.zero_grad(set_to_none=True)
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(params, 1.0)
+            opt.step()
+            step += 1
+            if step >= total or time.monotonic() - t0 >= cfg.finetune_minutes * 60:
+                break
+    backbone.eval(), head.eval()
+    preds = []
+    with torch.inference_mode():
+        for x, tt, m, _ in batches(dv, list(range(len(dv[0]))), 64):
+            preds += head(represent(x, tt, m)).argmax(-1).tolist()
+    scores = classification_metrics(spec.metrics, [labels[p] for p in preds], [str(e.label) for e in dev])
+    return float(scores[spec.main_metric])
+
+
+# ----------------------------------------------------------------------------- the experiments
+
+def run(cfg: ExperimentConfig) -> dict:
+    import torch
+
+    out = Path(cfg.out)
+    out.mkdir(parents=True, exist_ok=True)
+    if cfg.threads:
+        torch.set_num_threads(cfg.threads)
+    print_config(cfg, f"experiment {cfg.name}")
+    save_config(cfg, out / "experiment_config.json")
+    pre: dict[str, dict] = {}
+    t0 = time.monotonic()
+
+    if cfg.name == "pretrain-vs-scratch":
+        if cfg.pretrained:
+            pretrained = Path(cfg.pretrained)
+            pre["pretrained"] = {"dir": str(pretrained), "note": "given with --pretrained"}
+        else:
+            pretrained, summary = run_pretraining(cfg, out / "pretrain", "mlm", None)
+            pre["pretrained"] = {"dir": str(pretrained), "steps": summary.get("step")}
+        scratch = save_random_init(pretrained, out / "random-init", seed=0)
+        variants = {"pretrained": (pretrained, False), "scratch": (scratch, False)}
+        fine = finetune_standard
+    elif cfg.name == "nsp-ablation":
+        from clozeformer.data.loader import read_manifest
+
+        if read_manifest(cfg.data).get("mode") != "nsp":
+            raise ClozeformerError(f"{cfg.data}: nsp-ablation needs NSP-prepared data (clozeformer prepare --mode nsp)")
+        a, sa = run_pretraining(cfg, out / "pretrain-mlm-nsp", "mlm_nsp", None)
+        b, sb = run_pretraining(cfg, out / "pretrain-mlm", "mlm", int(sa["step"]))
+        pre = {"mlm+nsp": {"dir": str(a), "steps": sa.get("step")}, "mlm": {"dir": str(b), "steps": sb.get("step")}}
+        variants = {"mlm+nsp": (a, False), "mlm": (b, False)}
+        fine = finetune_standard
+    else:  # mlm-vs-clm
+        m = clm_or_mlm_pretrain(cfg, causal=False, steps=None, out=out / "pretrain-mlm")
+        c = clm_or_mlm_pretrain(cfg, causal=True, steps=m["steps"], out=out / "pretrain-clm")
+        pre = {"mlm (bidirectional)": m, "clm (left-to-right)": c}
+        variants = {"mlm (bidirectional)": (Path(m["dir"]), False), "clm (left-to-right)": (Path(c["dir"]), True)}
+        fine = None
+
+    scores: dict[str, dict[str, list[float]]] = {v: {t: [] for t in cfg.tasks} for v in variants}
+    for task in cfg.tasks:
+        for seed in range(cfg.seeds):
+            for v, (model_dir, causal) in variants.items():
+                print(f"\n== {cfg.name}: {v} / {task} / seed {seed} ==", flush=True)
+                if fine is None:
+                    s = finetune_pooled(cfg, model_dir, task, seed, causal)
+                else:
+                    slug = v.replace(" ", "_").replace("+", "_")
+                    s = fine(cfg, model_dir, task, seed, out / "finetune" / f"{slug}-{task}-{seed}")
+                scores[v][task].append(s)
+                print(f"   {v} {task} seed {seed}: {s:.4f}", flush=True)
+    result = {"experiment": cfg.name, "config": json.loads((out / "experiment_config.json").read_text()),
+              "pretraining": {k: {kk: vv for kk, vv in d.items() if kk != "losses"} for k, d in pre.items()},
+              "scores": scores, "minutes": (time.monotonic() - t0) / 60}
+    (out / "results.json").write_text(json.dumps(result, indent=2), encoding="utf-8")
+    md = results_markdown(cfg, result)
+    (out / "results.md").write_text(md, encoding="utf-8")
+    plot_results(out, cfg, scores, pre)
+    print("\n" + md)
+    return result
+
+
+def results_markdown(cfg: ExperimentConfig, result: dict) -> str:
+    scores = result["scores"]
+    variants = list(scores)
+    lines = [f"### {cfg.name}", "",
+             f"Backbone `{cfg.model}`; pretraining budget {cfg.budget_minutes:g} min for the first variant "
+             f"(the others get its step count); fine-tuning <= {cfg.finetune_minutes:g} min per run, lr "
+             f"{cfg.finetune_lr:g}, <= {cfg.max_train_examples} train / {cfg.max_eval_examples} dev examples; "
+             f"{cfg.seeds} fine-tuning seeds; mean +- std of each task's main dev metric.", "",
+             "| task | " + " | ".join(variants) + " |", "|---|" + "---|" * len(variants)]
+    for task in cfg.tasks:
+        cells = []
+        for v in variants:
+            m, s = mean_std(scores[v][task])
+            cells.append(f"{m:.3f} +- {s:.3f}")
+        lines.append(f"| {task} | " + " | ".join(cells) + " |")
+    avg = [statistics.fmean(statistics.fmean(scores[v][t]) for t in cfg.tasks) for v in variants]
+    lines.append("| **average** | " + " | ".join(f"**{a:.3f}**" for a in avg) + " |")
+    lines += ["", "Pretraining: " + "; ".join(
+        f"{k}: {d.get('steps', '?')} steps" + (f" in {d['seconds'] / 60:.1f} min" if "seconds" in d else "")
+        for k, d in result["pretraining"].items()), ""]
+    return "\n".join(lines)
+
+
+def plot_results(out: Path, cfg: ExperimentConfig, scores: dict, pre: dict) -> None:
+    import os
+
+    os.environ.setdefault("MPLCONFIGDIR", str(out / ".cache" / "matplotlib"))
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    variants = list(scores)
+    width = 0.8 / len(variants)
+    fig, ax = plt.subplots(figsize=(1.6 + 1.4 * len(cfg.tasks), 3.6))
+    for i, v in enumerate(variants):
+        ms = [mean_std(scores[v][t]) for t in cfg.tasks]
+        xs = [j + (i - (len(variants) - 1) / 2) * width for j in range(len(cfg.tasks))]
+        ax.bar(xs, [m for m, _ in ms], width, yerr=[s for _, s in ms], capsize=3, label=v)
+    ax.set_xticks(range(len(cfg.tasks)), cfg.tasks)
+    ax.set_ylabel("main dev metric")
+    ax.set_title(cfg.name)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(out / "scores.png", dpi=110)
+    plt.close(fig)
+    curves = {k: d["losses"] for k, d in pre.items() if d.get("losses")}
+    if curves:
+        fig, ax = plt.subplots(figsize=(6, 3.5))
+        for k, losses in curves.items():
+            w = 20
+            smooth = [statistics.fmean(losses[max(0, i - w):i + 1]) for i in range(len(losses))]
+            ax.plot(smooth, label=k, lw=1)
+        ax.set_xlabel("step")
+        ax.set_ylabel("training loss (MLM: masked tokens; CLM: next token)")
+        ax.legend()
+        fig.tight_layout()
+        fig.savefig(out / "pretraining_loss.png", dpi=110)
+        plt.close(fig)
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    add_dataclass_args(parser, ExperimentConfig, positional=("name",))
+
+
+def main(args: argparse.Namespace) -> int:
+    run(dataclass_from_args(ExperimentConfig, args))
+    return 0
+

@@ -1,0 +1,208 @@
+"""What the prediction verbs (fill-mask, classify, embed, qa, ner) share.
+
+Inputs come from the command line (one per argument) or from `--input FILE` (`-` = stdin):
+plain text, one input per line (blank lines skipped), or JSONL, one object per line with the
+task's fields (`text`; `text_pair` for classify; `question` + `context` for qa). Results go to
+stdout, or atomically to `--output FILE`, as readable text or JSONL (`--json`; each line echoes
+the input's fields next to the result). The resolved config is printed to stderr (stdout
+carries only results, so it can be piped) and saved beside `--output` as `FILE.config.json`.
+A bad input is reported as `FILE:LINE: reason` (or `argument N: reason`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Literal
+
+from clozeformer.cliutil import add_dataclass_args, dataclass_from_args, load_config_file, print_config, save_config
+from clozeformer.errors import ClozeformerError
+
+
+@dataclass
+class PredictConfig:
+    """Options every prediction verb takes."""
+
+    model: str = field(default="", metadata={"help": "model directory (HF format: config.json, "
+                                                     "model.safetensors, vocab.txt)"})
+    inputs: list[str] = field(default_factory=list, metadata={"help": "input text(s); or use --input"})
+    input: str | None = field(default=None, metadata={"help": "read inputs from FILE ('-' = stdin): "
+                                                               "one per line, or JSONL"})
+    format: Literal["auto", "text", "jsonl"] = field(default="auto", metadata={
+        "help": "input file format; auto = JSONL when the name ends in .jsonl or the first line is an object"})
+    output: str | None = field(default=None, metadata={"help": "write results to FILE (atomically) instead of stdout"})
+    json: bool = field(default=False, metadata={"help": "JSONL output, one object per input"})
+    batch_size: int = field(default=32, metadata={"help": "sequences per forward pass"})
+    max_length: int | None = field(default=None, metadata={"help": "max tokens per sequence (default: "
+                                                                    "the model's maximum, at most 512)"})
+    overlong: Literal["truncate", "reject"] = field(default="truncate", metadata={
+        "help": "inputs over max_length: truncate (and flag it) or reject"})
+    backend: Literal["torch", "onnx"] = field(default="torch", metadata={"help": "run in PyTorch or ONNX Runtime"})
+    onnx: str | None = field(default=None, metadata={"help": "ONNX file for --backend onnx (default MODEL/model.onnx)"})
+    device: str | None = field(default=None, metadata={"help": "cpu, cuda, cuda:1 (default: cuda if available)"})
+    dtype: Literal["auto", "fp32", "bf16"] = field(default="auto", metadata={
+        "help": "auto = bf16 only on hardware with native bf16 (GPUs), else fp32"})
+    threads: int | None = field(default=None, metadata={"help": "intra-op CPU threads (default: torch's choice)"})
+    compile: bool = field(default=False, metadata={"help": "torch.compile the model (slow first batch)"})
+    progress: bool = field(default=True, metadata={"help": "progress bar when reading a file"})
+
+    def __post_init__(self) -> None:
+        if not self.model:
+            raise ClozeformerError("--model DIR is required")
+        if self.batch_size < 1:
+            raise ClozeformerError(f"--batch-size must be >= 1, got {self.batch_size}")
+        if self.inputs and self.input:
+            raise ClozeformerError("give inputs as arguments or with --input FILE, not both")
+
+    def pipeline_kwargs(self) -> dict[str, Any]:
+        return dict(batch_size=self.batch_size, max_length=self.max_length, overlong=self.overlong,
+                    backend=self.backend, onnx=self.onnx, device=self.device, dtype=self.dtype,
+                    threads=self.threads, compile=self.compile)
+
+
+@dataclass
+class Record:
+    """One input: where it came from (for errors), what the pipeline takes, what to echo in JSONL."""
+
+    source: str
+    value: Any
+    echo: dict
+
+
+def add_arguments(parser: argparse.ArgumentParser, cls: type) -> None:
+    add_dataclass_args(parser, cls, positional=("inputs",))
+    parser.add_argument("--config", default=None, help="JSON/YAML file of option values (flags win)")
+
+
+def config_from_args(cls: type, args: argparse.Namespace):
+    return dataclass_from_args(cls, args, load_config_file(args.config) if args.config else None)
+
+
+def show_config(cfg: Any) -> None:
+    with contextlib.redirect_stdout(sys.stderr):
+        print_config(cfg)
+
+
+def read_lines(path: str) -> list[tuple[int, str]]:
+    """(line number, line) of a UTF-8 text file or stdin; binary and non-UTF-8 files are errors."""
+    if path == "-":
+        data, name = sys.stdin.buffer.read(), "<stdin>"
+    else:
+        p = Path(path)
+        if not p.is_file():
+            raise ClozeformerError(f"{path}: no such input file")
+        data, name = p.read_bytes(), path
+    if b"\x00" in data:
+        raise ClozeformerError(f"{name}: binary file (NUL bytes); expected UTF-8 text or JSONL")
+    try:
+        text = data.decode("utf-8-sig")
+    except UnicodeDecodeError as e:
+        line = data[:e.start].count(b"\n") + 1
+        raise ClozeformerError(f"{name}:{line}: not UTF-8 (byte {e.start} of the file)") from None
+    return [(i + 1, line.rstrip("\r")) for i, line in enumerate(text.split("\n"))]
+
+
+def echo_of(value: Any) -> dict:
+    """The input's fields as JSONL output repeats them: text, text_pair, question, context."""
+    if isinstance(value, str):
+        return {"text": value}
+    if isinstance(value, tuple):
+        return {"text": value[0], "text_pair": value[1]}
+    return dict(value)
+
+
+def read_records(cfg: PredictConfig, from_fields: Callable[[dict, str], Any],
+                 text_line: Callable[[str, str], Any]) -> list[Record]:
+    """Inputs from arguments, or from `cfg.input` as text lines or JSONL objects.
+
+    `from_fields(obj, source)` turns a JSONL object into the pipeline's input; `text_line(line,
+    source)` does the same for an argument or a plain-text line. A JSONL `id` is echoed back.
+    """
+    if not cfg.input:
+        if cfg.inputs:
+            values = [text_line(t, f"argument {i + 1}") for i, t in enumerate(cfg.inputs)]
+            return [Record(f"argument {i + 1}", v, echo_of(v)) for i, v in enumerate(values)]
+        if sys.stdin.isatty():
+            raise ClozeformerError("no inputs: give text as arguments or --input FILE ('-' for stdin)")
+        cfg.input = "-"
+    name = "<stdin>" if cfg.input == "-" else cfg.input
+    lines = [(n, s) for n, s in read_lines(cfg.input) if s.strip()]
+    fmt = cfg.format
+    if fmt == "auto":
+        fmt = "jsonl" if name.endswith(".jsonl") or (lines and lines[0][1].lstrip().startswith("{")) else "text"
+    records = []
+    for n, line in lines:
+        source = f"{name}:{n}"
+        if fmt == "text":
+            value = text_line(line, source)
+            records.append(Record(source, value, echo_of(value)))
+            continue
+        try:
+            obj = json.loads(line)
+        except json.JSONDecodeError as e:
+            raise ClozeformerError(f"{source}: invalid JSON ({e.msg})") from None
+        if not isinstance(obj, dict):
+            raise ClozeformerError(f"{source}: expected a JSON object")
+        value = from_fields(obj, source)
+        echo = ({"id": obj["id"]} if "id" in obj else {}) | echo_of(value)
+        records.append(Record(source, value, echo))
+    if not records:
+        raise ClozeformerError(f"{name}: no inputs (the file is empty)")
+    return records
+
+
+def require_field(obj: dict, key: str, source: str) -> str:
+    if key not in obj:
+        raise ClozeformerError(f"{source}: missing field {key!r}")
+    value = obj[key]
+    if not isinstance(value, str):
+        raise ClozeformerError(f"{source}: field {key!r} must be a string")
+    return value
+
+
+def run_predictions(pipe, records: list[Record], progress: bool) -> list[Any]:
+    """JSON-ready results of `pipe` over all records; a bad input is reported by its file and line."""
+    from clozeformer.infer.pipelines import InputError
+
+    try:
+        return [pipe.to_json(r) for r in pipe([r.value for r in records], progress=progress)]
+    except InputError as e:
+        raise ClozeformerError(f"{records[e.index].source}: {e.reason}") from None
+
+
+def write_results(cfg: PredictConfig, records: list[Record], results: list[Any],
+                  as_text: Callable[[Record, Any], str]) -> None:
+    if cfg.json:
+        lines = [json.dumps({**r.echo, **res}, ensure_ascii=False) for r, res in zip(records, results)]
+    else:
+        lines = [as_text(r, res) for r, res in zip(records, results)]
+    out = "".join(line + "\n" for line in lines)
+    if cfg.output:
+        from clozeformer.io import atomic_write_text
+
+        atomic_write_text(cfg.output, out)
+        save_config(cfg, cfg.output + ".config.json")
+        print(f"wrote {len(results)} results to {cfg.output}", file=sys.stderr)
+    else:
+        sys.stdout.write(out)
+        sys.stdout.flush()
+
+
+def predict_main(task: str, cfg: PredictConfig, task_options: dict, from_fields, text_line, as_text) -> int:
+    """The whole verb: config -> inputs -> pipeline -> results."""
+    from clozeformer.infer.pipelines import pipeline
+
+    show_config(cfg)
+    records = read_records(cfg, from_fields, text_line)
+    pipe = pipeline(task, cfg.model, **cfg.pipeline_kwargs(), **task_options)
+    results = run_predictions(pipe, records, progress=cfg.progress and cfg.input is not None)
+    write_results(cfg, records, results, as_text)
+    return 0
+
+
+def mark_truncated(result: dict) -> str:
+    return " [truncated]" if result.get("truncated") else ""

@@ -1,0 +1,194 @@
+"""Export a BERT directory to ONNX with dynamic batch and sequence axes; check it against PyTorch.
+
+    clozeformer export --model DIR --onnx DIR/model.onnx      # then: serve --backend onnx
+
+Exporter: torch's TorchScript-based exporter (`dynamo=False`). It needs nothing beyond torch
+and onnx; the newer dynamo exporter also needs `onnxscript`, which clozeformer does not
+require. The graph's inputs are input_ids, attention_mask, token_type_ids (int64, (B, T));
+masked-LM graphs also take masked_positions (N,) flat indices into B*T and return logits only
+there (see `runners.ONNX_OUTPUTS`). Every graph also returns last_hidden_state.
+
+Parity: before the file is put in place, ONNX Runtime runs a batch of a different shape than
+the traced example (with padding) and every output must match PyTorch within `atol` (1e-4);
+otherwise nothing is written.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import warnings
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import torch
+from torch import nn
+
+from clozeformer import __version__
+from clozeformer.errors import ClozeformerError
+from clozeformer.infer.runners import ONNX_INPUTS, ONNX_OUTPUTS, read_architecture
+
+MLM_ARCHITECTURES = ("BertForPreTraining", "BertForMaskedLM")
+
+
+class ExportWrapper(nn.Module):
+    """The exported computation: the model's own modules, with named outputs per architecture."""
+
+    def __init__(self, model: nn.Module) -> None:
+        super().__init__()
+        self.model = model
+        self.architecture = type(model).hf_architecture
+        self.backbone = getattr(model, "bert", model)
+
+    def forward(self, input_ids, attention_mask, token_type_ids, masked_positions=None):
+        b = self.backbone
+        x = b.embeddings(input_ids, token_type_ids)  # (B, T, H)
+        # ALWAYS pass the padding mask. The model drops it when nothing is padded (a Python
+        # branch on the data), and tracing would freeze whichever branch the example took.
+        x = b.encoder(x, attention_mask.bool()[:, None, None, :])
+        arch, m = self.architecture, self.model
+        if arch == "BertModel":
+            return x, b.pooler(x)
+        if arch in MLM_ARCHITECTURES:
+            rows = x.reshape(-1, x.shape[-1])[masked_positions]  # (N, H)
+            return m.mlm(rows), x  # (N, V)
+        if arch == "BertForSequenceClassification":
+            return m.classifier(b.pooler(x)), x  # (B, K); dropout is the identity in eval
+        if arch == "BertForTokenClassification":
+            return m.classifier(x), x  # (B, T, K)
+        if arch == "BertForQuestionAnswering":
+            logits = m.qa_outputs(x)  # (B, T, 2)
+            return logits[..., 0], logits[..., 1], x
+        return (x,)  # BertForMultipleChoice: the encoder only (embeddings)
+
+
+def _dynamic_axes(arch: str) -> dict[str, dict[int, str]]:
+    bt = {0: "batch", 1: "sequence"}
+    axes = {name: bt for name in ONNX_INPUTS}
+    axes["last_hidden_state"] = bt
+    if arch in MLM_ARCHITECTURES:
+        axes["masked_positions"] = {0: "masked"}
+        axes["logits"] = {0: "masked"}
+    elif arch == "BertForSequenceClassification":
+        axes["logits"] = {0: "batch"}
+    elif arch == "BertForTokenClassification":
+        axes["logits"] = bt
+    elif arch == "BertForQuestionAnswering":
+        axes["start_logits"] = axes["end_logits"] = bt
+    elif arch == "BertModel":
+        axes["pooler_output"] = {0: "batch"}
+    return axes
+
+
+def sample_inputs(config, batch: int, length: int, seed: int) -> dict[str, torch.Tensor]:
+    """A padded batch: row b has length - b real tokens (at least 2); MLM positions in real tokens."""
+    g = torch.Generator().manual_seed(seed)
+    ids = torch.randint(1, config.vocab_size, (batch, length), generator=g)
+    mask = torch.ones(batch, length, dtype=torch.long)
+    for b in range(batch):
+        mask[b, max(2, length - b):] = 0
+    ids = ids * mask
+    types = torch.zeros(batch, length, dtype=torch.long)
+    types[:, length // 2:] = 1
+    types = types * mask
+    positions = torch.tensor([b * length + 1 for b in range(batch)] + [length - 1])  # (N,): row 0 is unpadded
+    return {"input_ids": ids, "attention_mask": mask, "token_type_ids": types, "masked_positions": positions}
+
+
+def export_onnx(model_dir: str | Path, out: str | Path, *, opset: int = 17, check: bool = True,
+                atol: float = 1e-4) -> dict:
+    """Write `out` (atomically) and return {"architecture", "outputs", "max_abs_diff": {output: diff}}."""
+    import onnx
+
+    from clozeformer.io import atomic_path
+    from clozeformer.model import MODEL_CLASSES
+
+    model_dir, out = Path(model_dir), Path(out)
+    config, arch = read_architecture(model_dir)
+    model = MODEL_CLASSES[arch].from_pretrained(model_dir, strict_heads=arch != "BertModel").eval()
+    wrapper = ExportWrapper(model).eval()
+    inputs = list(ONNX_INPUTS) + (["masked_positions"] if arch in MLM_ARCHITECTURES else [])
+    outputs = list(ONNX_OUTPUTS[arch])
+    example = sample_inputs(config, batch=2, length=8, seed=0)
+    report: dict = {"architecture": arch, "inputs": inputs, "outputs": outputs, "opset": opset, "max_abs_diff": {}}
+    with atomic_path(out) as tmp:
+        with warnings.catch_warnings():
+            # The legacy exporter announces its deprecation, and the tracer warns about the
+            # model's Python-level length check (a constant in the graph, which is correct).
+            warnings.simplefilter("ignore", category=DeprecationWarning)
+            warnings.simplefilter("ignore", category=torch.jit.TracerWarning)
+            torch.onnx.export(wrapper, tuple(example[k] for k in inputs), str(tmp), dynamo=False,
+                              input_names=inputs, output_names=outputs, dynamic_axes=_dynamic_axes(arch),
+                              opset_version=opset, do_constant_folding=True)
+        graph = onnx.load(str(tmp))
+        for key, value in (("architecture", arch), ("clozeformer", __version__),
+                           ("max_position_embeddings", str(config.max_position_embeddings))):
+            graph.metadata_props.add(key=key, value=value)
+        onnx.save(graph, str(tmp))
+        if check:
+            report["max_abs_diff"] = check_parity(wrapper, tmp, config, inputs, outputs)
+            worst = max(report["max_abs_diff"].values())
+            if worst > atol:
+                raise ClozeformerError(f"{out}: ONNX output differs from PyTorch by {worst:.2e} > {atol:g}; "
+                                       "not written")
+    report["path"] = str(out)
+    return report
+
+
+def check_parity(wrapper: nn.Module, path: Path, config, inputs: list[str], outputs: list[str]) -> dict[str, float]:
+    """Max |ONNX - PyTorch| per output on a batch shaped unlike the traced example."""
+    import onnxruntime as ort
+
+    sample = sample_inputs(config, batch=3, length=13, seed=1)
+    session = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+    got = session.run(outputs, {k: sample[k].numpy() for k in inputs})
+    with torch.inference_mode():
+        want = wrapper(*(sample[k] for k in inputs))
+    return {name: float(np.abs(g - w.numpy()).max()) for name, g, w in zip(outputs, got, want)}
+
+
+# ----------------------------------------------------------------------------- `export` verb
+
+@dataclass
+class ExportConfig:
+    model: str = field(default="", metadata={"help": "model directory to export"})
+    onnx: str | None = field(default=None, metadata={"help": "output file (default: MODEL/model.onnx)"})
+    opset: int = field(default=17, metadata={"help": "ONNX opset version"})
+    check: bool = field(default=True, metadata={"help": "compare with PyTorch in ONNX Runtime before writing"})
+    atol: float = field(default=1e-4, metadata={"help": "largest allowed |ONNX - PyTorch| difference"})
+
+    def __post_init__(self) -> None:
+        if not self.model:
+            raise ClozeformerError("--model DIR is required")
+        if self.onnx is None:
+            self.onnx = str(Path(self.model) / "model.onnx")
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    from clozeformer.cliutil import add_dataclass_args
+
+    add_dataclass_args(parser, ExportConfig)
+    parser.add_argument("--config", default=None, help="JSON/YAML file of option values (flags win)")
+
+
+def main(args: argparse.Namespace) -> int:
+    from clozeformer.cliutil import dataclass_from_args, load_config_file, print_config, save_config
+
+    cfg = dataclass_from_args(ExportConfig, args, load_config_file(args.config) if args.config else None)
+    print_config(cfg)
+    try:
+        import onnx  # noqa: F401
+        import onnxruntime  # noqa: F401
+    except ImportError:
+        raise ClozeformerError("export needs onnx and onnxruntime (pip install 'clozeformer[onnx]')") from None
+    report = export_onnx(cfg.model, cfg.onnx, opset=cfg.opset, check=cfg.check, atol=cfg.atol)
+    save_config(cfg, str(cfg.onnx) + ".config.json")
+    print(f"wrote {report['path']} ({report['architecture']}; inputs {', '.join(report['inputs'])}; "
+          f"outputs {', '.join(report['outputs'])})")
+    if cfg.check:
+        print("| output | max abs diff vs PyTorch |\n|---|---|")
+        for name, diff in report["max_abs_diff"].items():
+            print(f"| {name} | {diff:.2e} |")
+    sys.stdout.flush()
+    return 0

@@ -1,0 +1,217 @@
+"""`pipeline(task, model=DIR)`: one object per task, all sharing one batch loop.
+
+    pipe = clozeformer.pipeline("fill-mask", model="runs/mlm")
+    pipe("The cat sat on the [MASK].")          # one input  -> one result (a dict)
+    pipe(["a [MASK] b", "c [MASK] d"])           # a list     -> a list of results
+
+A task is three steps; `Pipeline.run` owns everything between them:
+
+    preprocess(items)  -> [Example]   validate + tokenize; a bad item raises InputError naming it
+    forward(batch, ws) -> [output]    one model call on a padded batch; one output per window
+    postprocess(ex, outs) -> result   per example, JSON-ready (plain dicts, lists, floats)
+
+An Example holds one or more Windows (model rows): QA cuts a long context into overlapping
+windows, the other tasks use one. `run` flattens the windows of all examples, cuts
+length-sorted batches padded to their own longest row (batching.py), and routes outputs back.
+The server calls preprocess per request and `run` once per micro-batch of requests.
+"""
+
+from __future__ import annotations
+
+import importlib
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, ClassVar, Literal, Sequence
+
+import torch
+from tokenizers import Tokenizer as Backend
+
+from clozeformer.errors import ClozeformerError
+from clozeformer.infer.batching import length_sorted_batches, pad_batch
+from clozeformer.infer.runners import Batch, Runner, TorchRunner, load_runner, read_architecture, require_task
+
+#: task -> "module:Class"; modules import on first use.
+PIPELINES: dict[str, str] = {
+    "fill-mask": "clozeformer.infer.fill_mask:FillMaskPipeline",
+    "classify": "clozeformer.infer.classify:ClassifyPipeline",
+    "embed": "clozeformer.infer.embed:EmbedPipeline",
+    "qa": "clozeformer.infer.qa:QuestionAnsweringPipeline",
+    "ner": "clozeformer.infer.ner:NerPipeline",
+}
+Overlong = Literal["truncate", "reject"]
+
+
+class InputError(ClozeformerError):
+    """One bad input: `index` is its position in the list given, `reason` the message without it."""
+
+    def __init__(self, index: int, reason: str) -> None:
+        super().__init__(f"input {index}: {reason}")
+        self.index = index
+        self.reason = reason
+
+
+@dataclass
+class Window:
+    """One model row: token ids and types, plus what postprocess needs (offsets, positions...)."""
+
+    input_ids: list[int]
+    token_type_ids: list[int]
+    data: Any = None
+
+
+@dataclass
+class Example:
+    """One input: its windows, and what postprocess needs of the input itself."""
+
+    windows: list[Window]
+    data: dict = field(default_factory=dict)
+
+
+def check_text(index: int, value: Any, name: str = "text") -> str:
+    if not isinstance(value, str):
+        raise InputError(index, f"{name} must be a string, got {type(value).__name__}")
+    if not value.strip():
+        raise InputError(index, f"{name} is empty")
+    return value
+
+
+class Pipeline:
+    task: ClassVar[str] = ""
+
+    def __init__(self, runner: Runner, tokenizer, *, batch_size: int = 32, max_length: int | None = None,
+                 overlong: Overlong = "truncate") -> None:
+        require_task(self.task, runner.architecture, "model")
+        if batch_size < 1:
+            raise ClozeformerError(f"batch_size must be >= 1, got {batch_size}")
+        if overlong not in ("truncate", "reject"):
+            raise ClozeformerError(f"overlong={overlong!r}: choose truncate or reject")
+        limit = runner.config.max_position_embeddings
+        if max_length is not None and not 8 <= max_length <= limit:
+            raise ClozeformerError(f"max_length={max_length}: must be between 8 and the model's "
+                                   f"max_position_embeddings ({limit})")
+        self.runner = runner
+        self.config = runner.config
+        self.tokenizer = tokenizer
+        self.batch_size = batch_size
+        self.max_length = max_length or min(limit, 512)
+        self.overlong = overlong
+        # A private copy of the Rust tokenizer, configured once: the shared one changes its
+        # truncation per call, which is not safe while the server tokenizes in other threads.
+        self.backend = Backend.from_str(tokenizer.backend.to_str())
+        self.backend.no_padding()
+        self.backend.enable_truncation(self.max_length, strategy="longest_first")
+        self.pad_id = tokenizer.pad_token_id
+
+    # ------------------------------------------------------------------ the task's three steps
+    def preprocess(self, items: Sequence[Any]) -> list[Example]:
+        raise NotImplementedError
+
+    def forward(self, batch: Batch, windows: list[Window]) -> list[Any]:
+        raise NotImplementedError
+
+    def postprocess(self, example: Example, outputs: list[Any]) -> Any:
+        raise NotImplementedError
+
+    # ------------------------------------------------------------------ shared machinery
+    def check_length(self, index: int, enc) -> bool:
+        """Whether `enc` (a tokenizers Encoding) was truncated; raises when overlong inputs are rejected."""
+        truncated = len(enc.overflowing) > 0
+        if truncated and self.overlong == "reject":
+            raise InputError(index, f"longer than the maximum of {self.max_length} tokens "
+                                    "(shorten it, or use overlong='truncate')")
+        return truncated
+
+    def __call__(self, inputs: Any, *, progress: bool = False) -> Any:
+        """One input -> one result; a list of inputs -> a list of results, in order."""
+        single = not isinstance(inputs, list)
+        items = [inputs] if single else inputs
+        try:
+            examples = self.preprocess(items)
+        except InputError as e:
+            if single:
+                raise ClozeformerError(e.reason) from None
+            raise
+        results = self.run(examples, progress=progress)
+        return results[0] if single else results
+
+    def run(self, examples: list[Example], progress: bool = False) -> list[Any]:
+        """Forward every window in length-sorted, dynamically padded batches; results in order."""
+        from tqdm import tqdm
+
+        flat = [(i, w) for i, ex in enumerate(examples) for w in ex.windows]
+        outputs: list[Any] = [None] * len(flat)
+        batches = length_sorted_batches([len(w.input_ids) for _, w in flat], self.batch_size)
+        with tqdm(total=len(flat), disable=not progress, unit="seq", file=sys.stderr,
+                  desc=self.task, dynamic_ncols=True) as bar:
+            for idx in batches:
+                windows = [flat[j][1] for j in idx]
+                batch = pad_batch([(w.input_ids, w.token_type_ids) for w in windows], self.pad_id)
+                for j, out in zip(idx, self.forward(batch, windows)):
+                    outputs[j] = out
+                bar.update(len(idx))
+        per_example: list[list[Any]] = [[] for _ in examples]
+        for (i, _), out in zip(flat, outputs):
+            per_example[i].append(out)
+        return [self.postprocess(ex, outs) for ex, outs in zip(examples, per_example)]
+
+    def to_json(self, result: Any) -> Any:
+        """`result` as plain JSON types (only embeddings hold numpy arrays)."""
+        return result
+
+    def describe(self) -> dict:
+        return {"task": self.task, "max_length": self.max_length, "batch_size": self.batch_size,
+                "overlong": self.overlong, **self.runner.describe()}
+
+
+def pipeline_class(task: str) -> type[Pipeline]:
+    if task not in PIPELINES:
+        raise ClozeformerError(f"unknown task {task!r}; choose one of {', '.join(PIPELINES)}")
+    module, name = PIPELINES[task].split(":")
+    return getattr(importlib.import_module(module), name)
+
+
+def pipeline(task: str, model: str | Path | Runner | torch.nn.Module, *, tokenizer=None, device: str | None = None,
+             batch_size: int = 32, max_length: int | None = None, overlong: Overlong = "truncate",
+             backend: Literal["torch", "onnx"] = "torch", onnx: str | Path | None = None, dtype: str = "auto",
+             compile: bool = False, threads: int | None = None, **task_options: Any) -> Pipeline:
+    """A ready pipeline for `task` ("fill-mask", "classify", "embed", "qa", "ner").
+
+    `model` is an HF-format directory (config.json with "architectures", model.safetensors,
+    vocab.txt), or an already loaded model / Runner together with `tokenizer`. `backend="onnx"`
+    runs `onnx` (default DIR/model.onnx) in ONNX Runtime. `threads` sets torch's (and ONNX
+    Runtime's) intra-op thread count. `task_options` go to the task (`top_k`, `pooling`, ...).
+    """
+    from clozeformer.tokenizer import Tokenizer
+
+    cls = pipeline_class(task)
+    if threads is not None:
+        if threads < 1:
+            raise ClozeformerError(f"threads must be >= 1, got {threads}")
+        torch.set_num_threads(threads)
+    if isinstance(model, (str, Path)):
+        directory = Path(model)
+        require_task(task, read_architecture(directory)[1], str(directory))  # before loading weights
+        runner: Runner = load_runner(directory, backend=backend, onnx_path=str(onnx) if onnx else None,
+                                     device=device, dtype=dtype, compile=compile, threads=threads)
+        if tokenizer is None:
+            tokenizer = Tokenizer.from_pretrained(directory)
+    elif isinstance(model, Runner):
+        runner = model
+    elif isinstance(model, torch.nn.Module):
+        runner = TorchRunner(model, device=device, dtype=dtype, compile=compile)
+    else:
+        raise ClozeformerError(f"model must be a directory, a clozeformer model or a Runner, "
+                               f"not {type(model).__name__}")
+    if tokenizer is None:
+        raise ClozeformerError("pass tokenizer= with a model object (a directory brings its own vocab.txt)")
+    if isinstance(tokenizer, (str, Path)):
+        tokenizer = Tokenizer.from_pretrained(tokenizer)
+    if tokenizer.vocab_size > runner.config.vocab_size:
+        raise ClozeformerError(f"the vocab has {tokenizer.vocab_size} tokens but the model's config.json says "
+                               f"vocab_size={runner.config.vocab_size}: mismatched vocab.txt")
+    try:
+        return cls(runner, tokenizer, batch_size=batch_size, max_length=max_length, overlong=overlong,
+                   **task_options)
+    except TypeError as e:
+        raise ClozeformerError(f"{task}: {e}") from None

@@ -1,0 +1,423 @@
+"""`clozeformer serve`: the pipelines over HTTP (FastAPI + uvicorn), with micro-batching.
+
+Endpoints (JSON in, JSON out; `inputs` is one item or a list, `results` is always a list):
+
+    GET  /health      {"status": "ok"}
+    GET  /info        model, architecture, backend, tasks, labels, limits, batching stats
+    POST /fill-mask   {"inputs": "The cat sat on the [MASK].", "top_k": 3}
+    POST /classify    {"inputs": ["text", ["text", "pair"], {"text": ..., "text_pair": ...}]}
+    POST /embed       {"inputs": ["text", ...]}
+    POST /qa          {"question": ..., "context": ...}  or  {"inputs": [{"question", "context"}, ...]}
+    POST /ner         {"inputs": "John lives in Paris."}
+
+A task the model has no head for answers 404 with the reason. Bad input never yields a 500:
+too many items, a text over `max_chars` or a body over `max_body_bytes` -> 413; malformed JSON,
+wrong fields, empty text, no [MASK], an overlong input under `--overlong reject` -> 422. Every
+error body is {"error": message} (+ "index" of the offending item).
+
+Micro-batching: each request is tokenized on arrival (a big one in a thread, so the event
+loop stays free), then queued. A per-task collector takes the first waiting request, gathers
+more for up to `max_wait_ms` or until `batch_size` sequences wait, and runs them all as one
+`pipe.run` in the single model thread (forward passes never overlap; torch's intra-op
+threads parallelise each one). Under load, N concurrent clients cost about N/batch_size
+forward passes, not N.
+
+No `from __future__ import annotations` here: FastAPI reads the handlers' annotations at
+runtime, and `Request` is imported lazily (fastapi is an optional extra).
+
+Shutdown: on SIGTERM/SIGINT uvicorn stops accepting connections, lets in-flight requests finish
+(up to `graceful_timeout` s), then the lifespan hook drains the collectors and the model thread
+and prints "stopped after serving N requests". uvicorn then re-raises the signal, so the exit
+status says "terminated by SIGTERM" (-15 / 143), as process supervisors expect.
+"""
+
+import argparse
+import asyncio
+import contextlib
+import json
+import socket
+import sys
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+from clozeformer import __version__
+from clozeformer.errors import ClozeformerError
+from clozeformer.infer.runners import TASKS
+
+#: the JSON fields that hold text, per kind of item (checked against max_chars)
+TEXT_FIELDS = ("text", "text_pair", "question", "context")
+#: requests up to this many characters are tokenized on the event loop (tens of microseconds);
+#: larger ones in a thread, so that one big request does not stall every other client
+INLINE_TOKENIZE_CHARS = 4000
+
+
+@dataclass
+class ServeConfig:
+    model: str = field(default="", metadata={"help": "model directory (HF format)"})
+    host: str = field(default="127.0.0.1", metadata={"help": "address to listen on (0.0.0.0 = all interfaces)"})
+    port: int = field(default=8000, metadata={"help": "TCP port (0 = any free port; the chosen one is printed)"})
+    tasks: list[str] = field(default_factory=list, metadata={
+        "help": "tasks to serve (default: all the model supports)"})
+    backend: Literal["torch", "onnx"] = field(default="torch", metadata={"help": "run in PyTorch or ONNX Runtime"})
+    onnx: str | None = field(default=None, metadata={"help": "ONNX file for --backend onnx (default MODEL/model.onnx)"})
+    device: str | None = field(default=None, metadata={"help": "cpu, cuda (default: cuda if available)"})
+    dtype: Literal["auto", "fp32", "bf16"] = field(default="auto", metadata={"help": "bf16 only with native support"})
+    threads: int | None = field(default=None, metadata={"help": "intra-op CPU threads"})
+    compile: bool = field(default=False, metadata={"help": "torch.compile the model"})
+    batch_size: int = field(default=32, metadata={"help": "most sequences per forward pass"})
+    max_wait_ms: float = field(default=5.0, metadata={"help": "how long a request waits for others to batch with"})
+    max_items: int = field(default=64, metadata={"help": "most items per request (more: 413)"})
+    max_chars: int = field(default=20000, metadata={"help": "longest text field, in characters (longer: 413)"})
+    max_body_bytes: int = field(default=2_000_000, metadata={"help": "largest request body (larger: 413)"})
+    max_length: int | None = field(default=None, metadata={"help": "max tokens per sequence"})
+    overlong: Literal["truncate", "reject"] = field(default="truncate", metadata={
+        "help": "inputs over max_length: truncate (flagged in the result) or reject (422)"})
+    top_k: int = field(default=5, metadata={"help": "fill-mask: candidates per [MASK] (requests may ask fewer)"})
+    pooling: Literal["cls", "mean"] = field(default="cls", metadata={"help": "embed: pooling"})
+    doc_stride: int = field(default=128, metadata={"help": "qa: tokens shared by consecutive windows"})
+    max_answer_length: int = field(default=30, metadata={"help": "qa: longest answer in tokens"})
+    max_question_length: int = field(default=64, metadata={"help": "qa: longest question in tokens"})
+    aggregation: Literal["first", "average"] = field(default="first", metadata={"help": "ner: word label rule"})
+    graceful_timeout: float = field(default=30.0, metadata={"help": "seconds in-flight requests get at shutdown"})
+    log_level: Literal["critical", "error", "warning", "info", "debug"] = field(default="info", metadata={
+        "help": "uvicorn log level"})
+
+    def __post_init__(self) -> None:
+        if not self.model:
+            raise ClozeformerError("--model DIR is required")
+        for name in ("batch_size", "max_items", "max_chars", "max_body_bytes", "top_k"):
+            if getattr(self, name) < 1:
+                raise ClozeformerError(f"--{name.replace('_', '-')} must be >= 1, got {getattr(self, name)}")
+        if self.max_wait_ms < 0:
+            raise ClozeformerError(f"--max-wait-ms must be >= 0, got {self.max_wait_ms}")
+        if not 0 <= self.port <= 65535:
+            raise ClozeformerError(f"--port {self.port}: must be 0..65535")
+        unknown = [t for t in self.tasks if t not in TASKS]
+        if unknown:
+            raise ClozeformerError(f"--tasks: unknown {', '.join(unknown)}; choose from {', '.join(TASKS)}")
+
+    def task_options(self, task: str) -> dict[str, Any]:
+        return {"fill-mask": {"top_k": self.top_k}, "embed": {"pooling": self.pooling},
+                "qa": {"doc_stride": self.doc_stride, "max_answer_length": self.max_answer_length,
+                       "max_question_length": self.max_question_length},
+                "ner": {"aggregation": self.aggregation}}.get(task, {})
+
+
+class HTTPError(Exception):
+    def __init__(self, status: int, message: str, index: int | None = None) -> None:
+        super().__init__(message)
+        self.status, self.message, self.index = status, message, index
+
+
+# ----------------------------------------------------------------------------- micro-batching
+
+class MicroBatcher:
+    """Gathers the examples of concurrent requests into one `pipe.run` (see module docstring)."""
+
+    def __init__(self, pipe, executor: ThreadPoolExecutor, batch_size: int, max_wait_ms: float) -> None:
+        self.pipe = pipe
+        self.executor = executor
+        self.batch_size = batch_size
+        self.max_wait = max_wait_ms / 1000.0
+        self.queue: asyncio.Queue | None = None
+        self.worker: asyncio.Task | None = None
+        # requests / batches / sequences: completed; in_flight: submitted and not yet answered
+        self.stats = {"requests": 0, "batches": 0, "sequences": 0, "in_flight": 0}
+
+    def start(self) -> None:
+        self.queue = asyncio.Queue()
+        self.worker = asyncio.create_task(self._collect())
+
+    async def stop(self) -> None:
+        """Finish what is queued, then end the collector."""
+        if self.worker is not None:
+            await self.queue.put(None)
+            await self.worker
+
+    async def submit(self, examples: list) -> list:
+        future = asyncio.get_running_loop().create_future()
+        self.stats["in_flight"] += 1
+        try:
+            await self.queue.put((examples, future))
+            return await future
+        finally:
+            self.stats["in_flight"] -= 1
+
+    async def _collect(self) -> None:
+        loop = asyncio.get_running_loop()
+        stopping = False
+        while not stopping:
+            job = await self.queue.get()
+            if job is None:
+                break
+            jobs = [job]
+            waiting = sum(len(e.windows) for e in job[0])
+            deadline = loop.time() + self.max_wait
+            while waiting < self.batch_size:
+                remaining = deadline - loop.time()
+                if remaining <= 0:
+                    break
+                try:
+                    job = await asyncio.wait_for(self.queue.get(), remaining)
+                except asyncio.TimeoutError:
+                    break
+                if job is None:
+                    stopping = True
+                    break
+                jobs.append(job)
+                waiting += sum(len(e.windows) for e in job[0])
+            jobs = [j for j in jobs if not j[1].done()]  # a client that went away was cancelled
+            if jobs:
+                await self._run(loop, jobs, waiting)
+
+    async def _run(self, loop, jobs: list, sequences: int) -> None:
+        examples = [e for exs, _ in jobs for e in exs]
+        try:
+            results = await loop.run_in_executor(self.executor, self.pipe.run, examples)
+        except Exception as e:  # noqa: BLE001 - the requests' handlers report it as a 500
+            for _, future in jobs:
+                if not future.done():
+                    future.set_exception(e)
+            return
+        self.stats["requests"] += len(jobs)
+        self.stats["batches"] += 1
+        self.stats["sequences"] += sequences
+        start = 0
+        for exs, future in jobs:
+            if not future.done():
+                future.set_result(results[start:start + len(exs)])
+            start += len(exs)
+
+
+# ----------------------------------------------------------------------------- request parsing
+
+def _items(task: str, body: Any) -> list[Any]:
+    """The request's items, in the form the task's pipeline takes; HTTPError(422) when malformed."""
+    if not isinstance(body, dict):
+        raise HTTPError(422, "the body must be a JSON object")
+    if task == "qa" and "inputs" not in body:
+        if "question" not in body or "context" not in body:
+            raise HTTPError(422, "qa needs {\"question\": ..., \"context\": ...} or {\"inputs\": [...]}")
+        return [{"question": body["question"], "context": body["context"]}]
+    if "inputs" not in body:
+        raise HTTPError(422, "missing field 'inputs' (a text or a list of them)")
+    inputs = body["inputs"]
+    items = inputs if isinstance(inputs, list) else [inputs]
+    if not items:
+        raise HTTPError(422, "'inputs' is an empty list")
+    if task == "classify":
+        if "text_pair" in body:
+            if isinstance(inputs, list):
+                raise HTTPError(422, "top-level 'text_pair' goes with a single text; in a list give [text, pair]")
+            items = [{"text": inputs, "text_pair": body["text_pair"]}]
+        items = [tuple(x) if isinstance(x, list) and len(x) == 2 else x for x in items]  # JSON pairs
+    return items
+
+
+def _texts(item: Any) -> list:
+    if isinstance(item, tuple):
+        return list(item)
+    if isinstance(item, dict):
+        return [item.get(k) for k in TEXT_FIELDS]
+    return [item]
+
+
+def _chars(items: list[Any]) -> int:
+    return sum(len(v) for item in items for v in _texts(item) if isinstance(v, str))
+
+
+def _check_sizes(items: list[Any], cfg: ServeConfig) -> None:
+    if len(items) > cfg.max_items:
+        raise HTTPError(413, f"{len(items)} items in one request; the limit is {cfg.max_items}")
+    for i, item in enumerate(items):
+        for v in _texts(item):
+            if isinstance(v, str) and len(v) > cfg.max_chars:
+                raise HTTPError(413, f"a text of {len(v)} characters; the limit is {cfg.max_chars}", i)
+
+
+# ----------------------------------------------------------------------------- the app
+
+def create_app(pipes: dict[str, Any], cfg: ServeConfig, info: dict | None = None):
+    """The FastAPI app serving `pipes` ({task: Pipeline}, sharing one runner)."""
+    try:
+        from fastapi import FastAPI, Request
+        from fastapi.responses import JSONResponse
+    except ImportError:
+        raise ClozeformerError("serving needs fastapi and uvicorn (pip install 'clozeformer[serve]')") from None
+    from clozeformer.infer.pipelines import InputError
+
+    # One model thread: forward passes run one at a time, each using all intra-op threads.
+    executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="clozeformer-model")
+    batchers = {task: MicroBatcher(p, executor, cfg.batch_size, cfg.max_wait_ms) for task, p in pipes.items()}
+    started = time.time()
+    any_pipe = next(iter(pipes.values()))
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app):
+        for b in batchers.values():
+            b.start()
+        yield
+        for b in batchers.values():  # uvicorn has already let in-flight requests finish
+            await b.stop()
+        executor.shutdown(wait=True)
+        served = sum(b.stats["requests"] for b in batchers.values())
+        print(f"stopped after serving {served} requests", flush=True)
+
+    app = FastAPI(title="clozeformer", version=__version__, lifespan=lifespan)
+
+    def error(status: int, message: str, index: int | None = None) -> JSONResponse:
+        body: dict[str, Any] = {"error": message}
+        if index is not None:
+            body["index"] = index
+        return JSONResponse(body, status_code=status)
+
+    @app.exception_handler(Exception)
+    async def internal_error(request: Request, exc: Exception) -> JSONResponse:
+        return error(500, f"internal error: {type(exc).__name__}: {exc}")
+
+    @app.get("/health")
+    async def health() -> dict:
+        return {"status": "ok"}
+
+    @app.get("/info")
+    async def get_info() -> dict:
+        labels = getattr(pipes.get("classify") or pipes.get("ner"), "labels", None)
+        return {"clozeformer": __version__, **(info or {}), **any_pipe.runner.describe(), "tasks": list(pipes),
+                "labels": labels, "max_length": any_pipe.max_length, "overlong": cfg.overlong,
+                "limits": {"max_items": cfg.max_items, "max_chars": cfg.max_chars,
+                           "max_body_bytes": cfg.max_body_bytes},
+                "batching": {"batch_size": cfg.batch_size, "max_wait_ms": cfg.max_wait_ms},
+                "stats": {task: b.stats for task, b in batchers.items()},
+                "uptime_s": round(time.time() - started, 1)}
+
+    async def read_body(request: Request) -> Any:
+        declared = request.headers.get("content-length")
+        if declared is not None and declared.isdigit() and int(declared) > cfg.max_body_bytes:
+            raise HTTPError(413, f"request body of {declared} bytes; the limit is {cfg.max_body_bytes}")
+        raw = await request.body()
+        if len(raw) > cfg.max_body_bytes:
+            raise HTTPError(413, f"request body of {len(raw)} bytes; the limit is {cfg.max_body_bytes}")
+        try:
+            return json.loads(raw)
+        except (json.JSONDecodeError, UnicodeDecodeError) as e:
+            raise HTTPError(422, f"the body is not valid JSON ({e})") from None
+
+    async def serve_task(task: str, request: Request) -> JSONResponse:
+        if task not in pipes:
+            arch = any_pipe.runner.architecture
+            why = "was not enabled with --tasks" if _model_supports(arch, task) else f"a {arch} has no head for it"
+            return error(404, f"this server does not serve {task}: {why}; it serves {', '.join(pipes)}")
+        pipe = pipes[task]
+        try:
+            body = await read_body(request)
+            items = _items(task, body)
+            _check_sizes(items, cfg)
+            top_k = body.get("top_k", pipe.top_k) if task == "fill-mask" else None
+            if task == "fill-mask" and (type(top_k) is not int or not 1 <= top_k <= pipe.top_k):
+                raise HTTPError(422, f"top_k must be an integer from 1 to {pipe.top_k}")
+            if _chars(items) <= INLINE_TOKENIZE_CHARS:
+                examples = pipe.preprocess(items)  # microseconds: cheaper than a thread hop
+            else:
+                examples = await asyncio.to_thread(pipe.preprocess, items)
+        except HTTPError as e:
+            return error(e.status, e.message, e.index)
+        except InputError as e:
+            return error(422, e.reason, e.index)
+        except ClozeformerError as e:
+            return error(422, str(e))
+        results = [pipe.to_json(r) for r in await batchers[task].submit(examples)]
+        if task == "fill-mask" and top_k < pipe.top_k:
+            for r in results:
+                for m in r["masks"]:
+                    m["candidates"] = m["candidates"][:top_k]
+        return JSONResponse({"results": results})
+
+    def endpoint_for(task: str):
+        async def endpoint(request: Request) -> JSONResponse:
+            return await serve_task(task, request)
+        return endpoint
+
+    for task in TASKS:
+        app.add_api_route(f"/{task}", endpoint_for(task), methods=["POST"], name=task,
+                          summary=f"{task} (see `clozeformer serve --help`)")
+    return app
+
+
+def _model_supports(architecture: str, task: str) -> bool:
+    from clozeformer.infer.runners import tasks_for
+
+    return task in tasks_for(architecture)
+
+
+def build_pipelines(cfg: ServeConfig) -> dict[str, Any]:
+    """{task: Pipeline} for the tasks to serve, all on one loaded model."""
+    import torch
+
+    from clozeformer.infer.pipelines import pipeline
+    from clozeformer.infer.runners import load_runner, read_architecture, require_task, tasks_for
+    from clozeformer.tokenizer import Tokenizer
+
+    if cfg.threads:
+        torch.set_num_threads(cfg.threads)
+    directory = Path(cfg.model)
+    architecture = read_architecture(directory)[1]
+    tasks = cfg.tasks or tasks_for(architecture)
+    for task in tasks:  # before loading any weights
+        require_task(task, architecture, str(directory))
+    runner = load_runner(directory, backend=cfg.backend, onnx_path=cfg.onnx, device=cfg.device, dtype=cfg.dtype,
+                         compile=cfg.compile, threads=cfg.threads)
+    tokenizer = Tokenizer.from_pretrained(directory)
+    return {task: pipeline(task, runner, tokenizer=tokenizer, batch_size=cfg.batch_size, max_length=cfg.max_length,
+                           overlong=cfg.overlong, **cfg.task_options(task)) for task in tasks}
+
+
+def bind(host: str, port: int) -> socket.socket:
+    """Our own listening socket: a busy port is a clear error, and port 0 reports the real port."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    # proto=IPPROTO_TCP matters: asyncio turns Nagle off (TCP_NODELAY) only on sockets whose
+    # proto says TCP. With proto 0, a keep-alive response's body waits for the client's
+    # delayed ACK of its headers: +40 ms on every request after a connection's first.
+    sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind((host, port))
+    except OSError as e:
+        sock.close()
+        raise ClozeformerError(f"cannot listen on {host}:{port} ({e.strerror})") from None
+    sock.listen(2048)
+    sock.set_inheritable(True)
+    return sock
+
+
+# ----------------------------------------------------------------------------- `serve` verb
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    from clozeformer.cliutil import add_dataclass_args
+
+    add_dataclass_args(parser, ServeConfig)
+    parser.add_argument("--config", default=None, help="JSON/YAML file of option values (flags win)")
+
+
+def main(args: argparse.Namespace) -> int:
+    from clozeformer.cliutil import dataclass_from_args, load_config_file, print_config
+
+    cfg = dataclass_from_args(ServeConfig, args, load_config_file(args.config) if args.config else None)
+    print_config(cfg)
+    try:
+        import uvicorn
+    except ImportError:
+        raise ClozeformerError("serving needs fastapi and uvicorn (pip install 'clozeformer[serve]')") from None
+    pipes = build_pipelines(cfg)
+    app = create_app(pipes, cfg, info={"model": str(Path(cfg.model).resolve())})
+    sock = bind(cfg.host, cfg.port)
+    host, port = sock.getsockname()[:2]
+    shown = f"[{host}]" if ":" in host else host
+    print(f"serving {', '.join(pipes)} from {cfg.model} on http://{shown}:{port}", flush=True)
+    server = uvicorn.Server(uvicorn.Config(app, log_level=cfg.log_level, timeout_graceful_shutdown=cfg.graceful_timeout,
+                                           access_log=cfg.log_level == "debug"))
+    server.run(sockets=[sock])
+    sys.stdout.flush()
+    return 0

@@ -1,0 +1,262 @@
+"""`clozeformer quickstart`: the whole road of BERT in minutes, on the bundled corpus.
+
+    bundled text -> WordPiece vocab -> packed shards -> cloze before -> MLM pretraining (tiny)
+    -> cloze after -> fine-tune QNLI from the pretrained model and from scratch -> report
+
+Everything it writes lands under --out (default ./quickstart-run): matplotlib's cache too.
+The bundled corpus and task are openly licensed slices (see NOTICE and clozeformer/assets/).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from dataclasses import dataclass, field
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+from clozeformer.cliutil import add_dataclass_args, dataclass_from_args, print_config, save_config
+from clozeformer.errors import ClozeformerError
+
+#: cloze probes: (sentence, the word a reader expects); English from the bundled books and
+#: Wikipedia's register, Chinese from 西游记 and the issue's example.
+CLOZE_PROBES: list[tuple[str, str]] = [
+    ("The capital of France is [MASK].", "paris"),
+    ("He opened the [MASK] and walked into the room.", "door"),
+    ("The sun rises in the [MASK].", "east"),
+    ("It was one of the [MASK] days of the year.", "-"),
+    ("美猴王自称齐天大[MASK]。", "圣"),
+    ("唐僧师徒四人去西天取[MASK]。", "经"),
+    ("我昨天去了[MASK][MASK]，买了一件红色的外套。", "商店"),
+]
+
+
+def _help(text: str) -> dict:
+    return {"help": text}
+
+
+@dataclass
+class QuickstartConfig:
+    out: str = field(default="quickstart-run", metadata=_help("output directory (nothing is written elsewhere)"))
+    minutes: float = field(default=4.0, metadata=_help("wall-clock minutes of MLM pretraining"))
+    finetune_minutes: float = field(default=1.0, metadata=_help("wall-clock cap per fine-tuning run"))
+    model: str = field(default="tiny", metadata=_help("model preset for pretraining and the scratch baseline"))
+    vocab_size: int = field(default=12000, metadata=_help("WordPiece vocabulary size (English + Chinese)"))
+    seq_len: int = field(default=128, metadata=_help("pretraining sequence length"))
+    batch_size: int = field(default=32, metadata=_help("pretraining micro-batch"))
+    lr: float = field(default=1e-3, metadata=_help("pretraining peak learning rate (tiny models like it high)"))
+    finetune_lr: float = field(default=1e-4, metadata=_help("fine-tuning learning rate"))
+    finetune_epochs: float = field(default=3.0, metadata=_help("fine-tuning epochs (the time cap may stop earlier)"))
+    seed: int = field(default=0, metadata=_help("seed for everything"))
+    threads: int | None = field(default=None, metadata=_help("torch CPU threads (default: all cores)"))
+
+    def __post_init__(self) -> None:
+        if self.minutes <= 0 or self.finetune_minutes <= 0:
+            raise ClozeformerError("--minutes and --finetune-minutes must be positive")
+
+
+def asset(*parts: str) -> Path:
+    return Path(str(resources.files("clozeformer").joinpath("assets", *parts)))
+
+
+def _step(title: str) -> float:
+    print(f"\n== {title} ==", flush=True)
+    return time.perf_counter()
+
+
+def cloze(model: Any, tokenizer: Any, top_k: int = 3) -> list[dict]:
+    """Top-k fillers for each probe, per [MASK], with the filled sentence."""
+    from clozeformer.infer.pipelines import pipeline
+
+    fill = pipeline("fill-mask", model, tokenizer=tokenizer, top_k=top_k)
+    rows = []
+    for (text, expected), result in zip(CLOZE_PROBES, fill([t for t, _ in CLOZE_PROBES])):
+        masks = result["masks"]
+        guesses = [" / ".join(f"{c['token']} {c['score']:.2f}" for c in m["candidates"]) for m in masks]
+        rows.append({"text": text, "expected": expected, "filled": result["sequence"], "top": guesses})
+    return rows
+
+
+def _print_cloze(rows: list[dict]) -> None:
+    for r in rows:
+        print(f"  {r['text']}\n      -> {r['filled']}    [{' | '.join(r['top'])}]")
+
+
+def _read_jsonl(path: Path) -> list[dict]:
+    if not path.is_file():
+        return []
+    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+
+
+def _plots(out: Path, metrics: list[dict], scores: dict[str, float], metric_name: str) -> list[str]:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    made = []
+    train = [m for m in metrics if "loss" in m and "step" in m]
+    evals = [m for m in metrics if "val_mlm_acc" in m]
+    if train:
+        fig, ax = plt.subplots(figsize=(6, 3.5))
+        ax.plot([m["step"] for m in train], [m["loss"] for m in train], lw=0.8, label="train MLM loss")
+        if evals:
+            ax.plot([m["step"] for m in evals], [m["val_mlm_loss"] for m in evals], "o-", label="val MLM loss")
+        ax.set_xlabel("step")
+        ax.set_ylabel("loss")
+        ax.set_title("MLM pretraining loss")
+        ax.legend()
+        fig.tight_layout()
+        fig.savefig(out / "loss.png", dpi=110)
+        plt.close(fig)
+        made.append("loss.png")
+    if evals:
+        fig, ax = plt.subplots(figsize=(6, 3.5))
+        ax.plot([m["step"] for m in evals], [m["val_mlm_acc"] for m in evals], "o-")
+        ax.set_xlabel("step")
+        ax.set_ylabel("accuracy")
+        ax.set_title("MLM accuracy on held-out text")
+        fig.tight_layout()
+        fig.savefig(out / "mlm_accuracy.png", dpi=110)
+        plt.close(fig)
+        made.append("mlm_accuracy.png")
+    fig, ax = plt.subplots(figsize=(4.5, 3.5))
+    names = list(scores)
+    bars = ax.bar(names, [scores[n] for n in names], color=["tab:blue", "tab:gray"])
+    ax.bar_label(bars, fmt="%.3f")
+    ax.set_ylim(0, 1)
+    ax.set_ylabel(metric_name)
+    ax.set_title("QNLI (bundled slice): fine-tuned from ...")
+    fig.tight_layout()
+    fig.savefig(out / "finetune.png", dpi=110)
+    plt.close(fig)
+    made.append("finetune.png")
+    return made
+
+
+def run(cfg: QuickstartConfig) -> dict:
+    out = Path(cfg.out).resolve()
+    out.mkdir(parents=True, exist_ok=True)
+    # keep every cache inside --out
+    os.environ.setdefault("MPLCONFIGDIR", str(out / ".cache" / "matplotlib"))
+    import torch
+
+    from clozeformer.config import BertConfig
+    from clozeformer.data.prepare import PrepareConfig, prepare
+    from clozeformer.data.tokenizer_cli import TokenizerTrainConfig, train_tokenizer
+    from clozeformer.model import BertForMaskedLM
+    from clozeformer.tasks.config import FinetuneConfig
+    from clozeformer.tasks.finetune import finetune
+    from clozeformer.train.config import PretrainConfig
+    from clozeformer.train.loop import pretrain
+
+    if cfg.threads:
+        torch.set_num_threads(cfg.threads)
+    print_config(cfg, "quickstart")
+    save_config(cfg, out / "quickstart_config.json")
+    corpus = [str(asset("corpus", name)) for name in ("en_wikipedia.txt.gz", "en_books.txt.gz", "zh_xiyouji.txt.gz")]
+    timings: dict[str, float] = {}
+    t_all = time.perf_counter()
+
+    t = _step("1/6 WordPiece vocabulary on the bundled corpus")
+    tok, tok_summary = train_tokenizer(TokenizerTrainConfig(
+        input=corpus, out=str(out / "tokenizer"), vocab_size=cfg.vocab_size, limit_alphabet=6000,
+        num_unused=0, progress=False))
+    tok.save(out / "tokenizer")
+    timings["vocab"] = time.perf_counter() - t
+    print(f"  {tok.vocab_size} tokens -> {out / 'tokenizer'} ({timings['vocab']:.0f}s)")
+
+    t = _step("2/6 pretraining shards (packed sequences of 128 tokens)")
+    manifest = prepare(PrepareConfig(input=corpus, tokenizer=str(out / "tokenizer"), out=str(out / "data"),
+                                     seq_len=cfg.seq_len, val_fraction=0.03, seed=cfg.seed, progress=False,
+                                     min_doc_chars=100))
+    timings["prepare"] = time.perf_counter() - t
+    print(f"  {manifest['num_train']} train / {manifest['num_val']} val sequences ({timings['prepare']:.0f}s)")
+
+    t = _step("3/6 cloze test with a random (untrained) model")
+    torch.manual_seed(cfg.seed)
+    random_model = BertForMaskedLM(BertConfig.preset(cfg.model, vocab_size=tok.vocab_size)).eval()
+    before = cloze(random_model, tok)
+    _print_cloze(before)
+
+    t = _step(f"4/6 MLM pretraining, {cfg.model}, {cfg.minutes:g} minutes")
+    run_dir = out / "pretrain"
+    summary = pretrain(PretrainConfig(
+        data=str(out / "data"), out=str(run_dir), model=cfg.model, max_time=cfg.minutes,
+        batch_size=cfg.batch_size, lr=cfg.lr, warmup_steps=100, eval_every=100, eval_batches=20,
+        seed=cfg.seed, tensorboard=False, keep_last=1, save_every_minutes=0.0, progress=True))
+    timings["pretrain"] = time.perf_counter() - t
+    checkpoint = Path(summary["checkpoint"])
+    metrics = _read_jsonl(run_dir / "metrics.jsonl")
+    final_eval = next((m for m in reversed(metrics) if "val_mlm_acc" in m), {})
+    print(f"  {summary.get('step')} steps; val MLM accuracy {final_eval.get('val_mlm_acc', float('nan')):.3f}, "
+          f"loss {final_eval.get('val_mlm_loss', float('nan')):.3f}; checkpoint {checkpoint}")
+
+    t = _step("5/6 the same cloze test after pretraining")
+    after = cloze(str(checkpoint), None)
+    _print_cloze(after)
+
+    t = _step("6/6 fine-tune QNLI (bundled slice) from the pretrained model and from scratch")
+    qnli = str(asset("tasks", "qnli"))
+    results: dict[str, dict] = {}
+    for name, model, tokenizer in (("pretrained", str(checkpoint), None),
+                                   ("scratch", cfg.model, str(out / "tokenizer"))):
+        t1 = time.perf_counter()
+        res = finetune(FinetuneConfig(task="qnli", data=[qnli], model=model, tokenizer=tokenizer,
+                                      out=str(out / f"finetune-{name}"), epochs=cfg.finetune_epochs,
+                                      lr=cfg.finetune_lr, batch_size=32, max_time=cfg.finetune_minutes,
+                                      seed=cfg.seed, overwrite=True))
+        results[name] = res
+        print(f"  from {name}: dev accuracy {res['best']['accuracy']:.3f} ({time.perf_counter() - t1:.0f}s)")
+    timings["finetune"] = time.perf_counter() - t
+    scores = {name: float(r["best"]["accuracy"]) for name, r in results.items()}
+
+    plots = _plots(out, metrics, scores, "dev accuracy")
+    timings["total"] = time.perf_counter() - t_all
+    report = _report(cfg, tok.vocab_size, manifest, summary, final_eval, before, after, scores, timings, plots)
+    (out / "report.md").write_text(report, encoding="utf-8")
+    print(f"\nreport: {out / 'report.md'}  (plots: {', '.join(plots)}); total {timings['total'] / 60:.1f} min")
+    return {"scores": scores, "val_mlm_acc": final_eval.get("val_mlm_acc"), "timings": timings,
+            "checkpoint": str(checkpoint), "report": str(out / "report.md")}
+
+
+def _report(cfg, vocab_size, manifest, summary, final_eval, before, after, scores, timings, plots) -> str:
+    lines = [
+        "# clozeformer quickstart report", "",
+        f"Model `{cfg.model}`, vocabulary {vocab_size} WordPiece tokens trained on the bundled corpus, "
+        f"{manifest['num_train']} training sequences of {cfg.seq_len} tokens.", "",
+        "## Pretraining (masked language model)", "",
+        f"- {summary.get('step')} optimizer steps in {timings['pretrain'] / 60:.1f} minutes",
+        f"- held-out MLM accuracy **{final_eval.get('val_mlm_acc', float('nan')):.3f}**, "
+        f"loss {final_eval.get('val_mlm_loss', float('nan')):.3f}, "
+        f"perplexity {final_eval.get('val_ppl', float('nan')):.1f}", "",
+        "## Cloze test: before and after pretraining", "",
+        "| input | random model | pretrained model |", "|---|---|---|",
+    ]
+    for b, a in zip(before, after):
+        lines.append(f"| {b['text']} | {b['filled']} | {a['filled']} ({' | '.join(a['top'])}) |")
+    lines += ["", "## Fine-tuning on QNLI (bundled slice: 4,000 train / 1,463 dev pairs)", "",
+              "| start | dev accuracy |", "|---|---|"]
+    lines += [f"| {k} | {v:.3f} |" for k, v in scores.items()]
+    lines += ["", "## Time", "", "| step | seconds |", "|---|---|"]
+    lines += [f"| {k} | {v:.0f} |" for k, v in timings.items()]
+    lines += [""] + [f"![{p}]({p})" for p in plots] + [""]
+    return "\n".join(lines)
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    add_dataclass_args(parser, QuickstartConfig)
+
+
+def main(args: argparse.Namespace) -> int:
+    cfg = dataclass_from_args(QuickstartConfig, args)
+    run(cfg)
+    return 0
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main(argparse.Namespace()))

@@ -1,0 +1,12 @@
+"""Fine-tuning and evaluation on the paper's tasks and on your own data.
+
+    readers   glue.py squad.py conll.py swag.py custom.py   files -> examples (common.py: records, file reading)
+    tasks     spec.py                                        name -> TaskSpec (family, reader, files, labels, metrics)
+    encode    features.py squad_post.py                      examples -> features; QA windows and n-best answers
+    scores    metrics.py                                     GLUE / SQuAD / CMRC / CoNLL / SWAG metrics
+    run       runner.py                                      features -> logits -> predictions -> scores / files
+    verbs     finetune.py evaluate.py predict.py             `clozeformer finetune | evaluate | predict`
+    config    config.py                                      FinetuneConfig / EvaluateConfig / PredictConfig
+
+Importing this package loads nothing heavy; the verbs import torch when they run.
+"""

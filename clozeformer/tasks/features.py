@@ -1,0 +1,175 @@
+"""Examples -> model inputs (token ids), and batches with dynamic padding.
+
+A *feature* is a dict of plain lists: `input_ids`, `token_type_ids`, optionally `labels` /
+`start_positions` / `end_positions`, and bookkeeping (`example_index`, `word_ids`, `offsets`)
+that the collator ignores. Padding happens per batch (`collate`), to the longest sequence in
+that batch, and batches are built from examples of similar length (`batch_indices`), so a
+batch of short sentences is not padded to the longest sentence of the dataset.
+
+Encoding runs on a private copy of the tokenizer's Rust backend (`tokenizers.Tokenizer`):
+it batches in Rust, gives character offsets and word ids, encodes pre-split words
+(`is_pretokenized`, for NER) and leaves the shared tokenizer's truncation settings alone.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import torch
+
+from clozeformer.tasks.common import ChoiceExample, Problems, TextExample, TokenExample
+
+# features with labels equal to this are ignored by every loss (cross-entropy ignore_index)
+IGNORE_INDEX = -100
+
+
+def private_backend(tokenizer, max_length: int | None = None, stride: int = 0, strategy: str = "longest_first"):
+    """A copy of `tokenizer.backend` with its own truncation settings and no padding."""
+    from tokenizers import Tokenizer as Backend
+
+    backend = Backend.from_str(tokenizer.backend.to_str())
+    backend.no_padding()
+    if max_length is None:
+        backend.no_truncation()
+    else:
+        backend.enable_truncation(max_length, stride=stride, strategy=strategy)
+    return backend
+
+
+def _count_truncated(encodings, examples, problems: Problems, max_len: int) -> None:
+    for enc, ex in zip(encodings, examples):
+        if enc.overflowing:
+            problems.warn("truncated", ex.source, f"input longer than max_seq_len={max_len} tokens; truncated")
+
+
+def encode_text(tokenizer, examples: list[TextExample], max_len: int, problems: Problems,
+                label2id: dict[str, int] | None, regression: bool) -> list[dict]:
+    """Sentence / sentence-pair classification and regression features.
+
+    Pairs are truncated longest-first (the longer text loses tokens first), as in BERT.
+    """
+    backend = private_backend(tokenizer, max_len)
+    inputs = [ex.text_a if ex.text_b is None else (ex.text_a, ex.text_b) for ex in examples]
+    encodings = backend.encode_batch(inputs)
+    _count_truncated(encodings, examples, problems, max_len)
+    feats = []
+    for i, (enc, ex) in enumerate(zip(encodings, examples)):
+        f = {"input_ids": enc.ids, "token_type_ids": enc.type_ids, "example_index": i}
+        if ex.label is not None:
+            f["labels"] = float(ex.label) if regression else label2id[ex.label]
+        feats.append(f)
+    return feats
+
+
+def encode_tokens(tokenizer, examples: list[TokenExample], max_len: int, problems: Problems,
+                  label2id: dict[str, int] | None) -> list[dict]:
+    """Token classification: each word's tag goes on its FIRST sub-token, -100 on the rest
+    (and on [CLS]/[SEP]), as in the BERT paper's NER setup."""
+    backend = private_backend(tokenizer, max_len)
+    encodings = backend.encode_batch([ex.words for ex in examples], is_pretokenized=True)
+    feats = []
+    for i, (enc, ex) in enumerate(zip(encodings, examples)):
+        word_ids = list(enc.word_ids)
+        if enc.overflowing:
+            kept = max((w for w in word_ids if w is not None), default=-1) + 1
+            problems.warn("truncated", ex.source, f"sentence of {len(ex.words)} words is longer than "
+                          f"max_seq_len={max_len} tokens; the last {len(ex.words) - kept} words get tag 'O'")
+        f = {"input_ids": enc.ids, "token_type_ids": enc.type_ids, "example_index": i, "word_ids": word_ids}
+        if ex.tags is not None:
+            labels, prev = [], None
+            for w in word_ids:
+                labels.append(IGNORE_INDEX if w is None or w == prev else label2id[ex.tags[w]])
+                prev = w
+            f["labels"] = labels
+        feats.append(f)
+    return feats
+
+
+def encode_choices(tokenizer, examples: list[ChoiceExample], max_len: int, problems: Problems) -> list[dict]:
+    """Multiple choice: C pairs (context, prefix + ending) per example -> input_ids of shape (C, T_i)."""
+    backend = private_backend(tokenizer, max_len)
+    flat = [(ex.context, f"{ex.prefix} {ending}".strip()) for ex in examples for ending in ex.endings]
+    encodings = backend.encode_batch(flat)
+    feats, k = [], 0
+    for i, ex in enumerate(examples):
+        encs = encodings[k:k + len(ex.endings)]
+        k += len(ex.endings)
+        if any(e.overflowing for e in encs):
+            problems.warn("truncated", ex.source, f"a choice is longer than max_seq_len={max_len} tokens; truncated")
+        f = {"input_ids": [e.ids for e in encs], "token_type_ids": [e.type_ids for e in encs], "example_index": i}
+        if ex.label is not None:
+            f["labels"] = ex.label
+        feats.append(f)
+    return feats
+
+
+# ----------------------------------------------------------------------------- batching
+
+def feature_length(f: dict) -> int:
+    ids = f["input_ids"]
+    return max(len(x) for x in ids) if ids and isinstance(ids[0], list) else len(ids)
+
+
+def batch_indices(lengths: list[int], batch_size: int, *, shuffle: bool, seed: int = 0,
+                  group_by_length: bool = True, mega: int = 50) -> list[list[int]]:
+    """Indices of each batch.
+
+    Training (`shuffle`): shuffle, cut into mega-batches of `mega` batches, sort each by length,
+    split into batches and shuffle the batch order (Hugging Face's LengthGroupedSampler idea):
+    batches are random but each holds similar lengths, so little compute goes to padding.
+    Evaluation: sorted by length, longest first; callers restore the original order.
+    """
+    n = len(lengths)
+    lengths_arr = np.asarray(lengths)
+    if not shuffle:
+        order = np.argsort(-lengths_arr, kind="stable") if group_by_length else np.arange(n)
+        return [order[i:i + batch_size].tolist() for i in range(0, n, batch_size)]
+    rng = np.random.default_rng(seed)
+    order = rng.permutation(n)
+    if not group_by_length:
+        return [order[i:i + batch_size].tolist() for i in range(0, n, batch_size)]
+    batches = []
+    step = batch_size * mega
+    for i in range(0, n, step):
+        chunk = order[i:i + step]
+        chunk = chunk[np.argsort(-lengths_arr[chunk], kind="stable")]
+        batches.extend(chunk[j:j + batch_size].tolist() for j in range(0, len(chunk), batch_size))
+    return [batches[j] for j in rng.permutation(len(batches))]
+
+
+def num_batches(n: int, batch_size: int) -> int:
+    return math.ceil(n / batch_size)
+
+
+def collate(feats: list[dict], pad_id: int) -> dict[str, torch.Tensor]:
+    """Pad a list of features to the longest one: (B, T) tensors, or (B, C, T) for multiple choice."""
+    choice = isinstance(feats[0]["input_ids"][0], list)
+    T = max(feature_length(f) for f in feats)
+
+    def pad(seq: list[int], value: int) -> list[int]:
+        return seq + [value] * (T - len(seq))
+
+    if choice:
+        ids = [[pad(s, pad_id) for s in f["input_ids"]] for f in feats]  # (B, C, T)
+        types = [[pad(s, 0) for s in f["token_type_ids"]] for f in feats]
+        mask = [[[1] * len(s) + [0] * (T - len(s)) for s in f["input_ids"]] for f in feats]
+    else:
+        ids = [pad(f["input_ids"], pad_id) for f in feats]  # (B, T)
+        types = [pad(f["token_type_ids"], 0) for f in feats]
+        mask = [[1] * len(f["input_ids"]) + [0] * (T - len(f["input_ids"])) for f in feats]
+    batch = {"input_ids": torch.tensor(ids, dtype=torch.long),
+             "token_type_ids": torch.tensor(types, dtype=torch.long),
+             "attention_mask": torch.tensor(mask, dtype=torch.long)}
+    if "labels" in feats[0]:
+        first = feats[0]["labels"]
+        if isinstance(first, list):  # token classification: (B, T), padding ignored by the loss
+            batch["labels"] = torch.tensor([pad(f["labels"], IGNORE_INDEX) for f in feats], dtype=torch.long)
+        elif isinstance(first, float):  # regression
+            batch["labels"] = torch.tensor([f["labels"] for f in feats], dtype=torch.float32)
+        else:
+            batch["labels"] = torch.tensor([f["labels"] for f in feats], dtype=torch.long)
+    for key in ("start_positions", "end_positions"):
+        if key in feats[0]:
+            batch[key] = torch.tensor([f[key] for f in feats], dtype=torch.long)
+    return batch

@@ -1,0 +1,359 @@
+"""`clozeformer finetune`: the fine-tuning loop, and the model/tokenizer loading it shares.
+
+    read train/dev -> labels -> features -> model (pretrained dir, or a preset at random init)
+    -> AdamW + linear warmup/decay -> epochs of length-grouped, dynamically padded batches
+    -> evaluate each epoch (and every --eval-every steps) -> keep the best checkpoint by the
+    task's main metric -> OUT/ (HF format: config.json with id2label/label2id,
+    model.safetensors, vocab.txt, tokenizer_config.json) + metrics.json + finetune_config.json
+
+Everything runs in fp32 unless `--precision bf16` is asked for on a device with native bf16
+(CUDA); CPU autocast is not used.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import random
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from clozeformer.cliutil import add_dataclass_args, dataclass_from_args, load_config_file, print_config, save_config
+from clozeformer.config import PRESETS, BertConfig
+from clozeformer.errors import ClozeformerError
+from clozeformer.tasks import features as F
+from clozeformer.tasks.common import Problems
+from clozeformer.tasks.config import FinetuneConfig
+from clozeformer.tasks.runner import SplitData, TaskRunner, check_labels, discover_labels, format_scores
+from clozeformer.tasks.spec import TaskSpec, get_task, resolve_files
+
+
+# ----------------------------------------------------------------------------- shared loading helpers
+
+def pick_device(name: str) -> torch.device:
+    if name == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    try:
+        device = torch.device(name)
+    except RuntimeError:
+        raise ClozeformerError(f"--device {name!r} is not a device (cpu, cuda, cuda:0, ...)") from None
+    if device.type == "cuda" and not torch.cuda.is_available():
+        raise ClozeformerError(f"--device {name}: CUDA is not available on this machine")
+    return device
+
+
+def is_preset(model: str) -> bool:
+    return model in PRESETS and not Path(model).exists()
+
+
+def load_tokenizer(tokenizer: str | None, model: str):
+    from clozeformer.tokenizer import Tokenizer
+
+    if tokenizer is not None:
+        return Tokenizer.from_pretrained(tokenizer)
+    if is_preset(model):
+        raise ClozeformerError(f"--model {model} is a preset (random init): pass --tokenizer DIR_OR_VOCAB too")
+    if not (Path(model) / "vocab.txt").is_file():
+        raise ClozeformerError(f"{model}: no vocab.txt in the model directory; pass --tokenizer DIR_OR_VOCAB")
+    return Tokenizer.from_pretrained(model)
+
+
+def model_class(spec: TaskSpec):
+    from clozeformer import model as M
+
+    return getattr(M, spec.model_class_name)
+
+
+def head_overrides(spec: TaskSpec, labels: list[str] | None) -> dict:
+    """The config.json changes that shape the task head (HF field names)."""
+    if spec.family == "regression":
+        return {"num_labels": 1, "problem_type": "regression"}
+    if spec.family in ("classification", "token"):
+        assert labels is not None
+        id2label = dict(enumerate(labels))
+        kw = {"id2label": id2label, "label2id": {v: k for k, v in id2label.items()}}
+        if spec.family == "classification":
+            kw["problem_type"] = "single_label_classification"
+        return kw
+    return {}
+
+
+def check_vocab(tokenizer, config: BertConfig, where: str) -> None:
+    if tokenizer.vocab_size > config.vocab_size:
+        raise ClozeformerError(f"{where}: the tokenizer has {tokenizer.vocab_size} tokens but the model's "
+                               f"vocab_size is {config.vocab_size}: mismatched vocab (pass the model's own "
+                               "vocab.txt with --tokenizer)")
+    if tokenizer.pad_token_id != config.pad_token_id:
+        raise ClozeformerError(f"{where}: the tokenizer's [PAD] id is {tokenizer.pad_token_id} but the model's "
+                               f"pad_token_id is {config.pad_token_id}: mismatched vocab")
+
+
+def build_model(spec: TaskSpec, cfg: FinetuneConfig, tokenizer, labels: list[str] | None):
+    """The task model from a pretrained directory (new head) or a preset at random init."""
+    cls = model_class(spec)
+    overrides = head_overrides(spec, labels)
+    torch.manual_seed(cfg.seed)  # the new head (or the whole model) is initialised from the seed
+    if is_preset(cfg.model):
+        config = BertConfig.preset(cfg.model, vocab_size=tokenizer.vocab_size, pad_token_id=tokenizer.pad_token_id,
+                                   **overrides)
+        model = cls(config)
+        where = f"preset {cfg.model}"
+    else:
+        model = cls.from_pretrained(cfg.model, **overrides)
+        where = str(cfg.model)
+    check_vocab(tokenizer, model.config, where)
+    model.config.extra["finetuning_task"] = spec.name
+    return model
+
+
+# ----------------------------------------------------------------------------- optimisation
+
+def make_optimizer(model: torch.nn.Module, cfg: FinetuneConfig, total_steps: int):
+    """AdamW (no decay on biases and LayerNorm weights) + linear warmup then linear decay to 0."""
+    decay, no_decay = [], []
+    for name, p in model.named_parameters():
+        if not p.requires_grad:
+            continue
+        (no_decay if name.endswith("bias") or "LayerNorm" in name else decay).append(p)
+    groups = [{"params": decay, "weight_decay": cfg.weight_decay}, {"params": no_decay, "weight_decay": 0.0}]
+    try:
+        # the fused kernel does the same update in one pass per tensor: ~7x faster than the
+        # per-op path on CPU, where the 30k-row embedding matrix dominates a small model's step
+        opt = torch.optim.AdamW(groups, lr=cfg.lr, betas=(0.9, 0.999), eps=cfg.adam_eps, fused=True)
+    except (RuntimeError, TypeError):  # a device/dtype without a fused kernel
+        opt = torch.optim.AdamW(groups, lr=cfg.lr, betas=(0.9, 0.999), eps=cfg.adam_eps)
+    warmup = int(cfg.warmup_ratio * total_steps)
+
+    def lr_lambda(step: int) -> float:
+        if step < warmup:
+            return step / max(1, warmup)
+        return max(0.0, (total_steps - step) / max(1, total_steps - warmup))
+
+    return opt, torch.optim.lr_scheduler.LambdaLR(opt, lr_lambda), warmup
+
+
+def seed_everything(seed: int) -> None:
+    random.seed(seed)
+    np.random.seed(seed)
+    torch.manual_seed(seed)
+
+
+# ----------------------------------------------------------------------------- the loop
+
+def check_out(out: str | None, overwrite: bool) -> Path:
+    """The output directory, refused early if it holds files and --overwrite is not given.
+
+    It is created only once the data and the model have loaded, so a run that fails on a
+    data error leaves nothing behind to --overwrite.
+    """
+    if not out:
+        raise ClozeformerError("--out is required: the directory for the fine-tuned model")
+    path = Path(out)
+    if path.exists() and not path.is_dir():
+        raise ClozeformerError(f"{path}: exists and is not a directory")
+    if path.is_dir() and any(path.iterdir()) and not overwrite:
+        raise ClozeformerError(f"{path}: directory is not empty; pass --overwrite to write into it")
+    return path
+
+
+def finetune(cfg: FinetuneConfig) -> dict:
+    """Fine-tune per `cfg`; returns the metrics dict also written to OUT/metrics.json."""
+    from tqdm.auto import tqdm
+
+    from clozeformer.io import atomic_write_json
+
+    cfg.validate()
+    spec = get_task(cfg.task, cfg)
+    if not cfg.model:
+        raise ClozeformerError("--model is required: an HF-format BERT directory or a preset (tiny, mini, ...)")
+    if not is_preset(cfg.model) and not Path(cfg.model).is_dir():
+        raise ClozeformerError(f"{cfg.model}: no such model directory (or preset: {', '.join(PRESETS)})")
+    files = resolve_files(spec, cfg.data, ("train", *spec.eval_splits), optional=spec.eval_splits)
+    out = check_out(cfg.out, cfg.overwrite)
+    if cfg.threads:
+        torch.set_num_threads(cfg.threads)
+    seed_everything(cfg.seed)
+    device = pick_device(cfg.device)
+    _autocast(cfg.precision, device)  # refuse bf16 where it is not native before any work is done
+    tokenizer = load_tokenizer(cfg.tokenizer, cfg.model)
+
+    problems = Problems()
+    for split, path in files.items():
+        print(f"{split}: {path}")
+    train_ex = spec.read(files["train"], problems, True)
+    n_train_total = len(train_ex)
+    if cfg.max_train_examples and len(train_ex) > cfg.max_train_examples:
+        keep = np.sort(np.random.default_rng(cfg.seed).choice(len(train_ex), cfg.max_train_examples, replace=False))
+        train_ex = [train_ex[i] for i in keep]
+    evals = []
+    for split in spec.eval_splits:
+        if split in files:
+            ex = spec.read(files[split], problems, True)
+            evals.append(SplitData(split, files[split], ex[:cfg.max_eval_examples] if cfg.max_eval_examples else ex))
+    if not evals:
+        print("warning: no dev file: no evaluation during training; the last checkpoint is kept", file=sys.stderr)
+    labels = discover_labels(spec, train_ex)
+    check_labels(spec, train_ex, labels)
+    for ev in evals:
+        check_labels(spec, ev.examples, labels)
+    version_2 = spec.qa_metric == "squad_v2" or (spec.qa_metric == "auto" and any(
+        ex.is_impossible for ex in [*train_ex, *(e for ev in evals for e in ev.examples)]))
+    runner = TaskRunner(spec, cfg, tokenizer, labels, version_2)
+    train_feats = runner.featurize(train_ex, problems, training=True)
+    if not train_feats:
+        raise ClozeformerError(f"{files['train']}: no usable training examples")
+    for ev in evals:
+        ev.features = runner.featurize(ev.examples, problems, training=False)
+
+    model = build_model(spec, cfg, tokenizer, labels)
+    if runner.max_len > model.config.max_position_embeddings:
+        raise ClozeformerError(f"--max-seq-len {runner.max_len} exceeds the model's max_position_embeddings "
+                               f"({model.config.max_position_embeddings})")
+    if spec.family == "qa":
+        model.config.extra["qa_version_2"] = version_2
+    model.to(device)
+    out.mkdir(parents=True, exist_ok=True)
+    save_config(cfg, out / "finetune_config.json")
+    steps_per_epoch = F.num_batches(len(train_feats), cfg.batch_size)
+    total_steps = max(1, math.ceil(cfg.epochs * steps_per_epoch))
+    optimizer, scheduler, warmup = make_optimizer(model, cfg, total_steps)
+    print(f"task {spec.name} ({spec.title}, {spec.family}): {len(train_ex)} train examples"
+          f"{f' (of {n_train_total})' if len(train_ex) < n_train_total else ''} -> {len(train_feats)} features; "
+          + ", ".join(f"{ev.name} {len(ev.examples)}" for ev in evals))
+    if labels:
+        print(f"labels ({len(labels)}): {', '.join(labels[:12])}{' ...' if len(labels) > 12 else ''}")
+    print(f"model {cfg.model}: {model.num_parameters() / 1e6:.2f}M parameters on {device}; {total_steps} steps "
+          f"({steps_per_epoch}/epoch, warmup {warmup}), batch {cfg.batch_size}, lr {cfg.lr:g}, "
+          f"max_seq_len {runner.max_len}")
+
+    history: list[dict] = []
+    best: dict | None = None
+    saved = False
+
+    def save() -> None:
+        nonlocal saved
+        model.save_pretrained(out)
+        tokenizer.save(out)
+        saved = True
+
+    def evaluate_now(step: int, epoch: float, train_loss: float | None) -> None:
+        nonlocal best
+        entry: dict = {"step": step, "epoch": round(epoch, 3), "train_loss": train_loss}
+        if evals:
+            t_eval = time.monotonic()
+            entry["scores"] = {}
+            for ev in evals:
+                outputs = runner.infer(model, ev.features, cfg.eval_batch_size, device)
+                entry["scores"][ev.name] = runner.score(ev.examples, runner.decode(ev.examples, ev.features, outputs))
+            entry["eval_seconds"] = round(time.monotonic() - t_eval, 2)
+            main = runner.main_score(entry["scores"][evals[0].name])
+            entry["main"] = main
+            print(f"step {step} (epoch {epoch:.2f}) loss {train_loss if train_loss is not None else float('nan'):.4f}"
+                  + "".join(f" | {name}: {format_scores(s)}" for name, s in entry["scores"].items()))
+            if not cfg.save_best or best is None or main > best["main"]:
+                best = entry
+                save()
+        history.append(entry)
+        model.train()
+
+    seed_everything(cfg.seed)
+    lengths = [F.feature_length(f) for f in train_feats]
+    pad_id = tokenizer.pad_token_id
+    t0 = time.monotonic()
+    step, epoch, last_eval = 0, 0, -1
+    loss_sum, loss_n = 0.0, 0
+    stopped_early = False
+    model.train()
+    # a log file (not a terminal) gets a progress line every 5 s instead of ten per second
+    bar = tqdm(total=total_steps, desc=f"finetune {spec.name}", unit="step", dynamic_ncols=True,
+               mininterval=0.1 if sys.stderr.isatty() else 5.0)
+    while step < total_steps and not stopped_early:
+        batches = F.batch_indices(lengths, cfg.batch_size, shuffle=True, seed=cfg.seed + epoch,
+                                  group_by_length=cfg.group_by_length)
+        for idx in batches:
+            batch = {k: v.to(device) for k, v in F.collate([train_feats[i] for i in idx], pad_id).items()}
+            with _autocast(cfg.precision, device):
+                loss = runner.forward(model, batch).loss
+            loss.backward()
+            if cfg.max_grad_norm > 0:
+                torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.max_grad_norm)
+            optimizer.step()
+            scheduler.step()
+            optimizer.zero_grad(set_to_none=True)
+            step += 1
+            loss_sum += loss.item()
+            loss_n += 1
+            bar.update(1)
+            bar.set_postfix(loss=f"{loss.item():.4f}", lr=f"{scheduler.get_last_lr()[0]:.2e}", refresh=False)
+            if cfg.max_time is not None and time.monotonic() - t0 > cfg.max_time * 60:
+                stopped_early = True
+            if step >= total_steps or stopped_early:
+                break
+            if cfg.eval_every and step % cfg.eval_every == 0:
+                evaluate_now(step, step / steps_per_epoch, loss_sum / max(loss_n, 1))
+                loss_sum, loss_n, last_eval = 0.0, 0, step
+        epoch += 1
+        if last_eval != step:
+            evaluate_now(step, step / steps_per_epoch, loss_sum / max(loss_n, 1) if loss_n else None)
+            loss_sum, loss_n, last_eval = 0.0, 0, step
+    bar.close()
+    train_seconds = time.monotonic() - t0
+    if stopped_early:
+        print(f"stopped after {step} steps: --max-time {cfg.max_time} min reached")
+    if not saved or not cfg.save_best or not evals:
+        save()
+    problems.report()
+    result = {
+        "task": spec.name,
+        "model": cfg.model,
+        "main_metric": spec.main_metric,
+        "train_examples": len(train_ex),
+        "train_features": len(train_feats),
+        "eval_examples": {ev.name: len(ev.examples) for ev in evals},
+        "parameters": model.num_parameters(),
+        "steps": step,
+        "planned_steps": total_steps,
+        "epochs": round(step / steps_per_epoch, 3),
+        "train_seconds": round(train_seconds, 2),
+        "stopped_early": stopped_early,
+        "best": best,
+        "history": history,
+        "warnings": dict(problems.counts),
+        "labels": labels,
+    }
+    atomic_write_json(out / "metrics.json", result)
+    if best is not None:
+        print(f"best {spec.main_metric} = {best['main']:.4f} at step {best['step']}; model saved to {out}")
+    else:
+        print(f"model saved to {out}")
+    return result
+
+
+def _autocast(precision: str, device: torch.device):
+    import contextlib
+
+    if precision == "fp32":
+        return contextlib.nullcontext()
+    if device.type == "cuda" and torch.cuda.is_bf16_supported():
+        return torch.autocast("cuda", dtype=torch.bfloat16)
+    raise ClozeformerError(f"--precision bf16 needs a device with native bf16 (CUDA); {device} has none: "
+                           "use --precision fp32")
+
+
+# ----------------------------------------------------------------------------- CLI
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--config", default=None, help="JSON/YAML file of FinetuneConfig values (flags win)")
+    add_dataclass_args(parser, FinetuneConfig)
+
+
+def main(args: argparse.Namespace) -> int:
+    file_values = load_config_file(args.config) if args.config else None
+    cfg = dataclass_from_args(FinetuneConfig, args, file_values)
+    print_config(cfg)
+    finetune(cfg)
+    return 0

@@ -1,0 +1,235 @@
+"""One task's data around one model: examples -> features -> logits -> predictions -> scores / files.
+
+`TaskRunner` is shared by `finetune` (per-epoch evaluation), `evaluate` and `predict`, so all
+three encode, decode and score identically. It branches on the task family
+(classification, regression, token, qa, choice) in one place.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from clozeformer.errors import ClozeformerError
+from clozeformer.tasks import features as F
+from clozeformer.tasks import glue, metrics, squad_post
+from clozeformer.tasks.common import Problems, TokenExample, sort_labels
+from clozeformer.tasks.config import TaskDataConfig
+from clozeformer.tasks.conll import format_conll
+from clozeformer.tasks.spec import TaskSpec
+
+
+@dataclass
+class SplitData:
+    """One split: where it came from, its examples and their features."""
+
+    name: str
+    path: Path
+    examples: list
+    features: list[dict] = field(default_factory=list)
+
+
+@dataclass
+class Decoded:
+    """Per-example predictions of one split (+ QA's n-best lists and null odds)."""
+
+    predictions: list
+    nbest: dict[str, list[dict]] | None = None
+    null_odds: dict[str, float] | None = None
+
+
+def gold_labels(spec: TaskSpec, examples: list) -> list:
+    """The label (class) values present in examples; tags for token tasks."""
+    if spec.family == "token":
+        return [t for ex in examples if ex.tags for t in ex.tags]
+    return [ex.label for ex in examples if getattr(ex, "label", None) is not None]
+
+
+def discover_labels(spec: TaskSpec, train_examples: list) -> list[str] | None:
+    """The label list: the task's fixed one, else the training file's (sorted; 'O' first for tags)."""
+    if spec.family in ("regression", "qa", "choice"):
+        return None
+    if spec.labels is not None:
+        return list(spec.labels)
+    found = sort_labels(gold_labels(spec, train_examples))
+    if spec.family == "token" and "O" in found:
+        found = ["O"] + [t for t in found if t != "O"]
+    if spec.family == "classification" and len(found) < 2:
+        raise ClozeformerError(f"{train_examples[0].source.file}: the training data has "
+                               f"{len(found)} distinct label(s) ({', '.join(found)}); classification needs >= 2")
+    return found
+
+
+def check_labels(spec: TaskSpec, examples: list, labels: list[str] | None) -> None:
+    """Every gold label of `examples` must be one the model knows (else: file:line error)."""
+    if labels is None:
+        return
+    known = set(labels)
+    for ex in examples:
+        values = (ex.tags or []) if isinstance(ex, TokenExample) else [getattr(ex, "label", None)]
+        for v in values:
+            if v is not None and v not in known:
+                shown = ", ".join(labels[:20]) + (" ..." if len(labels) > 20 else "")
+                if spec.labels is not None:  # a fixed label set (GLUE, CoNLL-2003, ...)
+                    own = "token-classification" if spec.family == "token" else "classification"
+                    raise ClozeformerError(f"{ex.source}: label {v!r} is not one of {spec.title}'s labels "
+                                           f"({shown}); for another label set use --task {own}")
+                raise ClozeformerError(f"{ex.source}: label {v!r} was not seen in the training data "
+                                       f"(known labels: {shown})")
+
+
+class TaskRunner:
+    def __init__(self, spec: TaskSpec, cfg: TaskDataConfig, tokenizer, labels: list[str] | None,
+                 version_2: bool = False) -> None:
+        self.spec = spec
+        self.cfg = cfg
+        self.tokenizer = tokenizer
+        self.labels = labels
+        self.label2id = {lab: i for i, lab in enumerate(labels)} if labels else None
+        self.version_2 = version_2
+        self.max_len = cfg.max_seq_len or spec.default_max_seq_len
+
+    # ------------------------------------------------------------------ encode
+    def featurize(self, examples: list, problems: Problems, training: bool) -> list[dict]:
+        fam = self.spec.family
+        if fam in ("classification", "regression"):
+            return F.encode_text(self.tokenizer, examples, self.max_len, problems, self.label2id,
+                                 regression=fam == "regression")
+        if fam == "token":
+            return F.encode_tokens(self.tokenizer, examples, self.max_len, problems, self.label2id)
+        if fam == "choice":
+            return F.encode_choices(self.tokenizer, examples, self.max_len, problems)
+        return squad_post.make_windows(self.tokenizer, examples, max_seq_len=self.max_len,
+                                       doc_stride=self.cfg.doc_stride, max_query_len=self.cfg.max_query_len,
+                                       training=training, problems=problems)
+
+    def forward(self, model, batch: dict[str, torch.Tensor]):
+        """Model outputs for a collated batch (loss included when the batch has targets)."""
+        return model(**batch)
+
+    # ------------------------------------------------------------------ run the model
+    @torch.no_grad()
+    def infer(self, model, feats: list[dict], batch_size: int, device: torch.device,
+              progress: bool = False) -> list[Any]:
+        """Per-feature outputs: logits (K,) / (C,) / (T, K), or QA (start (T,), end (T,))."""
+        from tqdm.auto import tqdm
+
+        model.eval()
+        pad_id = self.tokenizer.pad_token_id
+        lengths = [F.feature_length(f) for f in feats]
+        out: list[Any] = [None] * len(feats)
+        batches = F.batch_indices(lengths, batch_size, shuffle=False)
+        for idx in tqdm(batches, desc="eval", leave=False, disable=not progress):
+            batch = F.collate([feats[i] for i in idx], pad_id)
+            inputs = ("input_ids", "token_type_ids", "attention_mask")
+            batch = {k: v.to(device) for k, v in batch.items() if k in inputs}
+            res = model(**batch)
+            if self.spec.family == "qa":
+                s, e = res.start_logits.float().cpu().numpy(), res.end_logits.float().cpu().numpy()
+                for b, i in enumerate(idx):
+                    out[i] = (s[b, :lengths[i]], e[b, :lengths[i]])
+            else:
+                logits = res.logits.float().cpu().numpy()
+                for b, i in enumerate(idx):
+                    out[i] = logits[b, :lengths[i]] if self.spec.family == "token" else logits[b]
+        return out
+
+    # ------------------------------------------------------------------ logits -> predictions
+    def decode(self, examples: list, feats: list[dict], outputs: list[Any]) -> Decoded:
+        fam = self.spec.family
+        if fam == "qa":
+            preds, nbest, null_odds = squad_post.postprocess(
+                examples, feats, [o[0] for o in outputs], [o[1] for o in outputs], n_best=self.cfg.n_best,
+                max_answer_len=self.cfg.max_answer_len, version_2=self.version_2,
+                null_threshold=self.cfg.null_threshold)
+            return Decoded([preds[ex.qid] for ex in examples], nbest, null_odds if self.version_2 else None)
+        if fam == "regression":
+            return Decoded([float(o[0]) for o in outputs])
+        if fam == "choice":
+            return Decoded([int(np.argmax(o)) for o in outputs])
+        assert self.labels is not None
+        if fam == "classification":
+            return Decoded([self.labels[int(np.argmax(o))] for o in outputs])
+        # token: each word takes the prediction at its first sub-token; words cut off by
+        # truncation (or that tokenized to nothing) get the outside tag
+        outside = "O" if "O" in self.labels else self.labels[0]
+        preds = []
+        for ex, f, logits in zip(examples, feats, outputs):
+            tags = [outside] * len(ex.words)
+            prev = None
+            for t, w in enumerate(f["word_ids"]):
+                if w is not None and w != prev:
+                    tags[w] = self.labels[int(np.argmax(logits[t]))]
+                prev = w
+            preds.append(tags)
+        return Decoded(preds)
+
+    # ------------------------------------------------------------------ scores
+    def score(self, examples: list, decoded: Decoded) -> dict[str, float]:
+        fam = self.spec.family
+        preds = decoded.predictions
+        if fam == "qa":
+            golds = {ex.qid: [a.text for a in ex.answers] for ex in examples}
+            pred_map = {ex.qid: p for ex, p in zip(examples, preds)}
+            kind = self.spec.qa_metric
+            if kind == "cmrc":
+                return metrics.cmrc_evaluate(golds, pred_map)
+            if kind == "squad_v1" or (kind == "auto" and not self.version_2):
+                return metrics.squad_v1_evaluate(golds, pred_map)
+            return metrics.squad_v2_evaluate(golds, pred_map, decoded.null_odds)
+        if fam == "token":
+            gold = [ex.tags for ex in examples]
+            if not all(t == "O" or t[:2] in ("B-", "I-", "E-", "S-") for tags in gold for t in tags):
+                flat_g = [t for tags in gold for t in tags]
+                flat_p = [t for tags in preds for t in tags]
+                return {"accuracy": metrics.accuracy(flat_p, flat_g)}  # not an IOB tag set: no entities
+            return metrics.entity_scores(gold, preds)
+        if fam == "choice":
+            return {"accuracy": metrics.accuracy(preds, [ex.label for ex in examples])}
+        gold = [ex.label for ex in examples]
+        names = list(self.spec.metrics)
+        if self.spec.glue is None and fam == "classification" and set(self.labels or ()) == {"0", "1"}:
+            names.append("f1")
+        return metrics.classification_metrics(names, preds, gold)
+
+    def main_score(self, scores: dict[str, float]) -> float:
+        key = self.spec.main_metric
+        return scores.get(key, scores.get("f1", next(iter(scores.values()), 0.0)))
+
+    # ------------------------------------------------------------------ files
+    def write_predictions(self, out_dir: Path, split: str, examples: list, decoded: Decoded) -> list[Path]:
+        from clozeformer.io import atomic_write_json, atomic_write_text
+
+        out_dir = Path(out_dir)
+        fam = self.spec.family
+        g = self.spec.glue
+        if g is not None:
+            name = g.submission.get(split, f"{g.title}-{split}.tsv")
+            atomic_write_text(out_dir / name, glue.format_submission(g, examples, decoded.predictions))
+            return [out_dir / name]
+        if fam == "qa":
+            written = [out_dir / f"predictions_{split}.json", out_dir / f"nbest_predictions_{split}.json"]
+            atomic_write_json(written[0], {ex.qid: p for ex, p in zip(examples, decoded.predictions)})
+            atomic_write_json(written[1], decoded.nbest or {})
+            if decoded.null_odds is not None:
+                written.append(out_dir / f"null_odds_{split}.json")
+                atomic_write_json(written[-1], decoded.null_odds)
+            return written
+        if fam == "token":
+            path = out_dir / f"predictions_{split}.txt"
+            atomic_write_text(path, format_conll(examples, decoded.predictions))
+            return [path]
+        path = out_dir / f"predictions_{split}.tsv"
+        rows = ["index\tprediction"]
+        for ex, p in zip(examples, decoded.predictions):
+            rows.append(f"{ex.guid}\t{p:.6g}" if isinstance(p, float) else f"{ex.guid}\t{p}")
+        atomic_write_text(path, "\n".join(rows) + "\n")
+        return [path]
+
+
+def format_scores(scores: dict[str, float]) -> str:
+    return "  ".join(f"{k}={v:.4f}" if isinstance(v, float) else f"{k}={v}" for k, v in scores.items())

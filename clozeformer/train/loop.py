@@ -1,0 +1,409 @@
+"""The pretraining loop: `pretrain(cfg)`, single process or under torchrun.
+
+One optimizer step = grad_accum micro-batches on every rank (global batch = batch_size x
+grad_accum x world_size). The loss is the mean over ALL masked tokens of the global batch
+(and over all NSP pairs), not a mean of per-micro-batch means: each micro-batch's mean is
+weighted by its share of the globally counted masked tokens, and multiplied by world_size
+to undo DDP's / FSDP's gradient averaging. So 1 process with batch 2b and 2 processes with
+batch b follow the same trajectory (tests/test_distributed.py).
+
+A step whose global loss or gradient norm is NaN/Inf makes no update (counted; K in a row
+stop the run). Checkpoints: every --save-every steps / --save-every-minutes, at the end, and
+after the current step on SIGTERM/SIGINT (a second signal stops at once).
+"""
+
+from __future__ import annotations
+
+import math
+import signal
+import sys
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+from tqdm import tqdm
+
+from clozeformer import __version__
+from clozeformer.cliutil import config_dict, print_config, save_config
+from clozeformer.data.loader import MaskingConfig, PretrainLoader, read_manifest
+from clozeformer.errors import ClozeformerError
+from clozeformer.train import checkpoint as ckpt_io
+from clozeformer.train import distributed
+from clozeformer.train.build import build_model
+from clozeformer.train.checkpoint import preserve_rng, seed_everything
+from clozeformer.train.config import PretrainConfig
+from clozeformer.train.metrics import MetricsLog
+from clozeformer.train.optim import Budget, Schedule, build_optimizer, optimizer_kernel
+from clozeformer.train.precision import enable_tf32, resolve_precision
+
+#: config fields that may change between a run and its resumption without affecting exactness
+RESUME_FREE_FIELDS = {"out", "resume", "resume_from", "progress", "tensorboard", "save_every",
+                      "save_every_minutes", "keep_last", "eval_every", "eval_batches", "log_every",
+                      "num_threads", "max_bad_steps"}
+
+
+@dataclass
+class RunState:
+    step: int = 0
+    tokens: int = 0
+    elapsed_s: float = 0.0  # training wall-clock over all sessions
+    bad_total: int = 0
+    bad_streak: int = 0
+    last_save_s: float = 0.0
+
+
+class Trainer:
+    def __init__(self, cfg: PretrainConfig, info: distributed.DistInfo):
+        self.cfg, self.info = cfg, info
+        if cfg.num_threads:
+            torch.set_num_threads(cfg.num_threads)
+        if cfg.deterministic:
+            torch.use_deterministic_algorithms(True)
+        self.run_dir, self.data_dir = Path(cfg.out), Path(cfg.data)
+        self.manifest = read_manifest(self.data_dir)
+        self.nsp = cfg.objective == "mlm_nsp"
+        if self.nsp and self.manifest["mode"] != "nsp":
+            raise ClozeformerError(f"--objective mlm_nsp needs NSP data, but {self.data_dir / 'manifest.json'} "
+                                   f"has mode {self.manifest['mode']!r}; prepare it with --mode nsp")
+        self.tokenizer_dir = self.data_dir / "tokenizer"
+        if not (self.tokenizer_dir / "vocab.txt").is_file():
+            raise ClozeformerError(f"{self.tokenizer_dir / 'vocab.txt'}: missing (checkpoints copy it)")
+        self.ckpt = self._find_checkpoint()
+
+        seed_everything(cfg.seed)  # identical init on every rank (FSDP does not broadcast)
+        model, self.model_source = build_model(cfg, self.manifest, self.data_dir, self.ckpt)
+        self.raw = model.to(info.device)
+        self.model_cls, self.n_params = type(model), model.num_parameters()
+        self.precision = resolve_precision(cfg.precision, info.device)
+        self.tf32 = enable_tf32(cfg.tf32)
+        if cfg.fsdp:
+            if not info.distributed:
+                raise ClozeformerError("--fsdp needs several processes: launch with torchrun --nproc_per_node N")
+            distributed.shard_fsdp(self.raw, info)
+        self.model = torch.compile(self.raw) if cfg.compile else self.raw
+        if info.distributed and not cfg.fsdp:
+            self.model = distributed.wrap_ddp(self.model, info)
+        self.opt = build_optimizer(self.raw, cfg, info.device.type)
+        self.scaler = torch.amp.GradScaler(info.device.type) if self.precision.needs_grad_scaler else None
+
+        self.masking = MaskingConfig(mlm_probability=cfg.mlm_probability, strategy=cfg.masking,
+                                     max_predictions=cfg.max_predictions or self.manifest["seq_len"],
+                                     whole_word=cfg.whole_word)
+        self.loader = self._loader("train")
+        self.tokens_per_step = cfg.batch_size * cfg.grad_accum * info.world_size * self.manifest["seq_len"]
+        self.state, self.resume_note = RunState(), None
+        torch.manual_seed(cfg.seed + info.rank)  # dropout streams differ per rank
+        if self.ckpt is not None:
+            self._restore(self.ckpt)
+        self.stop_signal = 0
+
+    # ------------------------------------------------------------------ setup helpers
+    def _loader(self, split: str) -> PretrainLoader:
+        return PretrainLoader(self.data_dir, split=split, batch_size=self.cfg.batch_size, seed=self.cfg.seed,
+                              rank=self.info.rank, world_size=self.info.world_size, masking=self.masking,
+                              shuffle=split == "train", drop_last=split == "train")
+
+    def _find_checkpoint(self) -> Path | None:
+        cfg = self.cfg
+        if self.info.is_main:
+            ckpt_io.clean_partial(self.run_dir)  # hidden leftovers of a write that was killed
+        distributed.barrier(self.info)
+        if cfg.resume_from:
+            path = Path(cfg.resume_from)
+            ckpt_io.load_trainer_state(path)  # a clear error if it is not a checkpoint
+            return path
+        latest = ckpt_io.latest_checkpoint(self.run_dir)
+        if latest is not None and not cfg.resume:
+            raise ClozeformerError(f"{self.run_dir} already holds checkpoint {latest.name}; drop --no-resume "
+                                   "to continue that run, or choose a new --out")
+        return latest
+
+    def _restore(self, ckpt: Path) -> None:
+        st = ckpt_io.load_trainer_state(ckpt)
+        ckpt_io.load_optimizer_state(self.raw, self.opt, ckpt_io.load_optimizer_file(ckpt))
+        loaders = st["loader"]
+        self.loader.load_state_dict(loaders[self.info.rank] if len(loaders) == self.info.world_size else loaders[0])
+        rng = ckpt_io.load_rng(ckpt, self.info.rank)
+        if rng is not None:
+            ckpt_io.set_rng_state(rng)
+        if self.scaler is not None and st.get("grad_scaler"):
+            self.scaler.load_state_dict(st["grad_scaler"])
+        self.state = RunState(st["step"], st["tokens"], st["elapsed_s"], st.get("bad_steps", 0), 0, st["elapsed_s"])
+        now = config_dict(self.cfg)
+        changed = {k: (v, now.get(k)) for k, v in st.get("config", {}).items()
+                   if k not in RESUME_FREE_FIELDS and now.get(k) != v}
+        if len(loaders) != self.info.world_size or rng is None:
+            changed["world_size"] = (len(loaders), self.info.world_size)
+        self.resume_note = (f"resuming from {ckpt} (step {st['step']:,}, {st['tokens']:,} tokens, "
+                            f"{st['elapsed_s'] / 60:.1f} min)"
+                            + ("" if not changed else "; changed since that run (no longer bit-exact): "
+                               + ", ".join(f"{k} {a} -> {b}" for k, (a, b) in changed.items())))
+
+    def _banner(self) -> None:
+        cfg, info = self.cfg, self.info
+        print_config(cfg, "PretrainConfig (resolved)")
+        save_config(cfg, self.run_dir / "pretrain_config.json")
+        c = self.raw.config
+        print(f"model: {self.model_cls.__name__} from {self.model_source}: {c.num_hidden_layers} layers, "
+              f"hidden {c.hidden_size}, vocab {c.vocab_size}, {self.n_params:,} parameters")
+        print(f"data: {self.data_dir} ({self.manifest['mode']}, seq_len {self.manifest['seq_len']}, "
+              f"{self.manifest['num_train']:,} train / {self.manifest['num_val']:,} val sequences)")
+        print(f"batch: {cfg.batch_size} x {cfg.grad_accum} accum x {info.world_size} processes = "
+              f"{cfg.batch_size * cfg.grad_accum * info.world_size} sequences, "
+              f"{self.tokens_per_step:,} tokens/step")
+        print(f"device: {info.device}, precision {self.precision.name}, optimizer {cfg.optimizer} "
+              f"({optimizer_kernel(self.opt)}), {'FSDP2' if cfg.fsdp else 'DDP' if info.distributed else 'single'}"
+              f"{', compiled' if cfg.compile else ''}{', TF32' if self.tf32 else ''}, "
+              f"{torch.get_num_threads()} CPU threads")
+        print(self.resume_note or f"new run in {self.run_dir}", flush=True)
+
+    # ------------------------------------------------------------------ one optimizer step
+    def train_step(self, micro: list[dict[str, torch.Tensor]], elapsed_s: float, sched: Schedule,
+                   budget: Budget, save_due: bool) -> dict[str, Any]:
+        cfg, info, dev = self.cfg, self.info, self.info.device
+        # masked tokens / NSP pairs of the whole global batch, counted before any forward pass
+        counts = torch.tensor([[float((b["labels"] != -100).sum()),
+                                float(b["next_sentence_label"].numel()) if self.nsp else 0.0] for b in micro],
+                              dtype=torch.float64)  # (A, 2)
+        totals = distributed.all_reduce(counts.sum(0), info)
+        n_mlm, n_nsp = max(totals[0].item(), 1.0), max(totals[1].item(), 1.0)
+        sums = torch.zeros(4, dtype=torch.float64, device=dev)  # mlm CE sum, mlm correct, nsp CE sum, nsp correct
+        for i, cpu_batch in enumerate(micro):
+            b = {k: v.to(dev, non_blocking=True) for k, v in cpu_batch.items()}
+            n_i = counts[i, 0].item()
+            inputs = {k: b[k] for k in ("input_ids", "attention_mask", "token_type_ids", "labels")}
+            if self.nsp:
+                inputs["next_sentence_label"] = b["next_sentence_label"]
+            with distributed.grad_sync(self.model, self.raw, i == len(micro) - 1, cfg.fsdp), self.precision.autocast():
+                out = self.model(**inputs)
+                logits = out.prediction_logits if self.nsp else out.logits  # (N_i, V): masked rows only
+                mlm_mean = out.mlm_loss if self.nsp else out.loss
+                # n_i == 0: the mean is NaN; keep the head in the graph with a zero instead
+                loss = mlm_mean * (n_i / n_mlm) if n_i else logits.sum() * 0.0
+                if self.nsp:
+                    loss = loss + out.nsp_loss * (counts[i, 1].item() / n_nsp)
+            loss = loss * info.world_size  # undo the gradient averaging over ranks
+            (self.scaler.scale(loss) if self.scaler else loss).backward()
+            with torch.no_grad():
+                if n_i:
+                    sums[0] += mlm_mean.detach().double() * n_i
+                    sums[1] += (logits.argmax(-1) == b["labels"][b["labels"] != -100]).sum()
+                if self.nsp:
+                    sums[2] += out.nsp_loss.detach().double() * counts[i, 1].item()
+                    sums[3] += (out.seq_relationship_logits.argmax(-1) == b["next_sentence_label"].view(-1)).sum()
+        # one collective for the step's statistics and the decisions every rank must share
+        flags = torch.tensor([elapsed_s if info.is_main else 0.0, float(self.stop_signal > 0),
+                              float(save_due and info.is_main)], dtype=torch.float64, device=dev)
+        red = distributed.all_reduce(torch.cat([sums, flags]), info).cpu().tolist()
+        loss_value = red[0] / n_mlm + (red[2] / n_nsp if self.nsp else 0.0)
+        if self.scaler is not None:
+            self.scaler.unscale_(self.opt)
+        norm = torch.nn.utils.clip_grad_norm_(self.raw.parameters(), cfg.max_grad_norm or float("inf"))
+        norm = float(norm.full_tensor() if hasattr(norm, "full_tensor") else norm)
+        # with fp16 an overflowing gradient is routine: GradScaler skips that step and lowers the scale
+        bad = not math.isfinite(loss_value) or (self.scaler is None and not math.isfinite(norm))
+        horizon = budget.horizon(self.state.step, red[4])
+        lr = cfg.lr * sched.factor(self.state.step, horizon)
+        if not bad:
+            for group in self.opt.param_groups:
+                group["lr"] = lr
+            self.scaler.step(self.opt) if self.scaler else self.opt.step()
+        if self.scaler is not None:
+            self.scaler.update()
+        self.opt.zero_grad(set_to_none=True)
+        rec = {"loss": loss_value, "mlm_loss": red[0] / n_mlm, "mlm_acc": red[1] / n_mlm, "lr": lr,
+               "grad_norm": norm, "skipped": bad}
+        if self.nsp:
+            rec.update(nsp_loss=red[2] / n_nsp, nsp_acc=red[3] / n_nsp)
+        return {**rec, "_elapsed": red[4], "_stop": red[5] > 0, "_save": red[6] > 0, "_horizon": horizon}
+
+    # ------------------------------------------------------------------ evaluation
+    @torch.no_grad()
+    def evaluate(self, pad_batch: dict[str, torch.Tensor]) -> dict[str, float]:
+        """MLM loss / accuracy / perplexity (and NSP accuracy) over the val split, all ranks."""
+        if self.manifest["num_val"] == 0:
+            return {}
+        cfg, info = self.cfg, self.info
+        with preserve_rng():
+            self.raw.eval()
+            batches = []
+            for b in self._loader("val"):
+                batches.append(b)
+                if cfg.eval_batches and len(batches) >= cfg.eval_batches:
+                    break
+            n = len(batches)
+            if cfg.fsdp:  # every rank must run the same number of (collective) forward passes
+                n = int(distributed.all_reduce(torch.tensor([float(n)]), info, op="max").item())
+            sums = torch.zeros(6, dtype=torch.float64)  # mlm CE, mlm n, mlm correct, nsp CE, nsp n, nsp correct
+            for i in range(n):
+                real = i < len(batches)
+                b = {k: v.to(info.device) for k, v in (batches[i] if real else pad_batch).items()}
+                with self.precision.autocast():
+                    out = self.raw(input_ids=b["input_ids"], attention_mask=b["attention_mask"],
+                                   token_type_ids=b["token_type_ids"], labels=b["labels"])
+                if not real:
+                    continue
+                logits = out.prediction_logits if self.nsp else out.logits  # (N, V)
+                target = b["labels"][b["labels"] != -100]
+                sums[0] += torch.nn.functional.cross_entropy(logits.float(), target, reduction="sum").item()
+                sums[1] += target.numel()
+                sums[2] += (logits.argmax(-1) == target).sum().item()
+                if "next_sentence_label" in b:
+                    nsl = b["next_sentence_label"].view(-1)
+                    sums[3] += torch.nn.functional.cross_entropy(out.seq_relationship_logits.float(), nsl,
+                                                                 reduction="sum").item()
+                    sums[4] += nsl.numel()
+                    sums[5] += (out.seq_relationship_logits.argmax(-1) == nsl).sum().item()
+            s = distributed.all_reduce(sums, info).tolist()
+            self.raw.train()
+        mlm_loss = s[0] / max(s[1], 1.0)
+        rec = {"val_mlm_loss": mlm_loss, "val_mlm_acc": s[2] / max(s[1], 1.0),
+               "val_ppl": math.exp(min(mlm_loss, 50.0)), "val_masked_tokens": int(s[1])}
+        if s[4]:
+            rec.update(val_nsp_loss=s[3] / s[4], val_nsp_acc=s[5] / s[4])
+        return rec
+
+    # ------------------------------------------------------------------ checkpoints
+    def save(self, reason: str, final: bool = False) -> Path | None:
+        """Every rank takes part (state gathering); rank 0 writes. An OSError keeps the old ones."""
+        info, st = self.info, self.state
+        rng_blobs = distributed.gather_bytes(ckpt_io.rng_bytes(), info)  # first: nothing below may move it
+        with preserve_rng():
+            if self.cfg.fsdp or info.device.type != "cpu":
+                sd = ckpt_io.full_model_state(self.raw)  # collective under FSDP
+                config = self.raw.config
+
+                def write_model(d: Path) -> None:
+                    if info.is_main:
+                        ckpt_io.model_from_state_dict(self.model_cls, config, sd).save_pretrained(d)
+            else:
+                write_model = self.raw.save_pretrained
+            osd = ckpt_io.full_optimizer_state(self.raw, self.opt)
+        loader_states = distributed.gather_json(self.loader.state_dict(), info)
+        ok, error = torch.ones(1), ""
+        if info.is_main:
+            trainer_state = {"step": st.step, "tokens": st.tokens, "elapsed_s": st.elapsed_s,
+                             "bad_steps": st.bad_total, "world_size": info.world_size, "reason": reason,
+                             "loader": loader_states, "config": config_dict(self.cfg),
+                             "grad_scaler": self.scaler.state_dict() if self.scaler else None,
+                             "clozeformer_version": __version__}
+            try:
+                ckpt_io.save_checkpoint(self.run_dir, st.step, write_model=write_model,
+                                               tokenizer_dir=self.tokenizer_dir, optimizer_state=osd,
+                                               rng_blobs=rng_blobs, trainer_state=trainer_state,
+                                               keep_last=self.cfg.keep_last)
+            except OSError as e:
+                prev = ckpt_io.latest_checkpoint(self.run_dir)
+                error = (f"checkpoint {ckpt_io.checkpoint_name(st.step)} was NOT written ({e}); "
+                         + (f"the previous checkpoint {prev} is intact" if prev else "there is no earlier checkpoint"))
+                tqdm.write(f"warning: {error}", file=sys.stderr)
+                self.log.log({"kind": "event", "step": st.step, "event": "checkpoint_failed", "error": str(e)})
+                ok[0] = 0.0
+        st.last_save_s = st.elapsed_s
+        if distributed.all_reduce(ok, info, op="min").item() == 0:  # every rank learns the outcome
+            if final:
+                raise ClozeformerError(error or "the final checkpoint was not written (see rank 0's log)")
+            return None
+        return self.run_dir / ckpt_io.CHECKPOINTS / ckpt_io.checkpoint_name(st.step)
+
+    # ------------------------------------------------------------------ the loop
+    def _on_signal(self, signum, frame) -> None:
+        if self.stop_signal:
+            raise KeyboardInterrupt  # second signal: stop now
+        self.stop_signal = signum
+        tqdm.write(f"received {signal.Signals(signum).name}: checkpointing after this step", file=sys.stderr)
+
+    def run(self) -> dict[str, Any]:
+        cfg, info, st = self.cfg, self.info, self.state
+        if info.is_main:
+            self._banner()
+        budget = Budget(cfg.max_steps, cfg.max_tokens, cfg.max_time * 60 if cfg.max_time else None,
+                        self.tokens_per_step)
+        sched = Schedule(cfg.schedule, cfg.warmup_steps, cfg.min_lr_ratio)
+        self.log = MetricsLog(self.run_dir, info.is_main, st.step if self.ckpt else None, cfg.tensorboard)
+        handlers = {}
+        if threading.current_thread() is threading.main_thread():
+            handlers = {s: signal.signal(s, self._on_signal) for s in (signal.SIGTERM, signal.SIGINT)}
+        bar = tqdm(total=budget.horizon(st.step, st.elapsed_s), initial=st.step, unit="step", dynamic_ncols=True,
+                   disable=not (info.is_main and cfg.progress), file=sys.stderr, mininterval=0.5)
+        session_start, session_base, first_step = time.monotonic(), st.elapsed_s, st.step
+        it, rec, val, stopped_by, last_saved, micro = iter(self.loader), {}, {}, "budget", None, []
+        self.raw.train()
+        try:
+            while not budget.done(st.step, st.tokens, st.elapsed_s):
+                t0 = time.monotonic()
+                micro = [next(it) for _ in range(cfg.grad_accum)]
+                # every rank uses rank 0's clock (carried by the step's all-reduce): same decisions
+                now = session_base + time.monotonic() - session_start
+                save_due = bool(cfg.save_every_minutes) and now - st.last_save_s >= 60 * cfg.save_every_minutes
+                out = self.train_step(micro, now, sched, budget, save_due)
+                st.step += 1
+                st.tokens += self.tokens_per_step
+                st.elapsed_s = out["_elapsed"]
+                st.bad_total += out["skipped"]
+                st.bad_streak = st.bad_streak + 1 if out["skipped"] else 0
+                rec = {"kind": "train", "step": st.step, **{k: v for k, v in out.items() if not k.startswith("_")},
+                       "tokens": st.tokens, "elapsed_s": round(st.elapsed_s, 3),
+                       "tokens_per_s": self.tokens_per_step / max(time.monotonic() - t0, 1e-9),
+                       "bad_steps": st.bad_total}
+                if st.step % cfg.log_every == 0 or out["skipped"]:
+                    self.log.log(rec)
+                bar.total = out["_horizon"]
+                bar.set_postfix(loss=f"{rec['loss']:.4f}", lr=f"{rec['lr']:.2e}",
+                                tok_s=f"{rec['tokens_per_s']:,.0f}", refresh=False)
+                bar.update(1)
+                if st.bad_streak >= cfg.max_bad_steps:
+                    last = ckpt_io.latest_checkpoint(self.run_dir)
+                    raise ClozeformerError(
+                        f"{st.bad_streak} consecutive steps with a NaN/Inf loss or gradient (steps "
+                        f"{st.step - st.bad_streak + 1}-{st.step}, none applied); stopping. Last good checkpoint: "
+                        f"{last or 'none'}. Try a lower --lr, more --warmup-steps or --precision fp32")
+                if cfg.eval_every and st.step % cfg.eval_every == 0:
+                    val = self._eval_and_log(micro[-1])
+                if out["_stop"]:
+                    stopped_by = signal.Signals(self.stop_signal).name if self.stop_signal else "signal"
+                    break
+                # no periodic checkpoint in the middle of a NaN streak: keep the last good one newest
+                if st.bad_streak == 0 and ((cfg.save_every and st.step % cfg.save_every == 0) or out["_save"]):
+                    last_saved = self.save("periodic") or last_saved
+            if stopped_by == "budget" and micro and val.get("step") != st.step:
+                val = self._eval_and_log(micro[-1])
+            if st.step > first_step and (last_saved is None or last_saved.name != ckpt_io.checkpoint_name(st.step)):
+                last_saved = self.save(stopped_by, final=True)
+        finally:
+            bar.close()
+            self.log.close()
+            for s, h in handlers.items():
+                signal.signal(s, h)
+        summary = {"step": st.step, "tokens": st.tokens, "elapsed_s": round(st.elapsed_s, 2),
+                   "stopped_by": stopped_by, "bad_steps": st.bad_total, "train": rec,
+                   "val": {k: v for k, v in val.items() if k not in ("kind", "step")},
+                   "checkpoint": str(last_saved or ckpt_io.latest_checkpoint(self.run_dir))}
+        if info.is_main:
+            print(f"done: {st.step:,} steps, {st.tokens:,} tokens, {st.elapsed_s / 60:.1f} min, stopped by "
+                  f"{stopped_by}; " + (f"val MLM loss {val['val_mlm_loss']:.4f}, acc {val['val_mlm_acc']:.4f}; "
+                                       if val else "") + f"checkpoint {summary['checkpoint']}", flush=True)
+        return summary
+
+    def _eval_and_log(self, pad_batch) -> dict[str, Any]:
+        rec = self.evaluate(pad_batch)
+        if rec:
+            rec = {"kind": "eval", "step": self.state.step, **rec}
+            self.log.log(rec)
+            if self.info.is_main:
+                tqdm.write(f"step {self.state.step}: val MLM loss {rec['val_mlm_loss']:.4f}, "
+                           f"acc {rec['val_mlm_acc']:.4f}, ppl {rec['val_ppl']:.2f}"
+                           + (f", NSP acc {rec['val_nsp_acc']:.4f}" if "val_nsp_acc" in rec else ""), file=sys.stderr)
+        return rec
+
+
+def pretrain(cfg: PretrainConfig) -> dict[str, Any]:
+    """Run (or resume) a pretraining run; returns a summary (final step, losses, checkpoint)."""
+    info = distributed.setup()
+    try:
+        return Trainer(cfg, info).run()
+    finally:
+        distributed.teardown()

@@ -1,0 +1,73 @@
+"""RUN_DIR/metrics.jsonl (one JSON object per line) and, when installed, TensorBoard.
+
+Every line has "kind" ("train" | "eval" | "event") and "step". On resume the file is cut back
+to the lines of steps <= the checkpoint's step (a killed run may have logged beyond it, and its
+last line may be half-written), so a resumed run's file reads as if it never stopped.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+from typing import Any
+
+from clozeformer.io import atomic_write_text
+
+METRICS_FILE = "metrics.jsonl"
+
+
+def read_metrics(path: str | Path) -> list[dict[str, Any]]:
+    """All complete lines of a metrics file (a torn last line is skipped)."""
+    records = []
+    p = Path(path)
+    if p.is_dir():
+        p = p / METRICS_FILE
+    if not p.is_file():
+        return records
+    for line in p.read_text(encoding="utf-8", errors="replace").splitlines():
+        try:
+            rec = json.loads(line)
+        except json.JSONDecodeError:
+            continue
+        if isinstance(rec, dict) and "step" in rec:
+            records.append(rec)
+    return records
+
+
+class MetricsLog:
+    """Appends metrics on the main process; other ranks get a no-op instance."""
+
+    def __init__(self, run_dir: Path, enabled: bool, resume_step: int | None, tensorboard: bool):
+        self.enabled = enabled
+        self.path = run_dir / METRICS_FILE
+        self.tb = None
+        if not enabled:
+            return
+        kept = [r for r in read_metrics(self.path) if resume_step is not None and r["step"] <= resume_step]
+        atomic_write_text(self.path, "".join(json.dumps(r) + "\n" for r in kept))
+        self.file = open(self.path, "a", encoding="utf-8")
+        if tensorboard:
+            try:
+                from torch.utils.tensorboard import SummaryWriter
+            except ImportError:  # tensorboard is optional
+                pass
+            else:
+                self.tb = SummaryWriter(str(run_dir / "tb"), purge_step=(resume_step or 0) + 1)
+
+    def log(self, record: dict[str, Any]) -> None:
+        if not self.enabled:
+            return
+        self.file.write(json.dumps(record) + "\n")
+        self.file.flush()  # a SIGKILL loses at most the line being written
+        if self.tb is not None:
+            prefix = record.get("kind", "train")
+            for k, v in record.items():
+                if k not in ("step", "kind") and isinstance(v, (int, float)) and math.isfinite(v):
+                    self.tb.add_scalar(f"{prefix}/{k}", v, record["step"])
+
+    def close(self) -> None:
+        if self.enabled:
+            self.file.close()
+            if self.tb is not None:
+                self.tb.close()

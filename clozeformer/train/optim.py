@@ -1,0 +1,187 @@
+"""Optimizers and learning-rate schedules for pretraining.
+
+* `param_groups`: BERT's rule, weight decay on every matrix and embedding, none on biases and
+  LayerNorm parameters (google-research/bert `optimization.py`, `exclude_from_weight_decay`).
+* `build_optimizer`: torch's AdamW (fused kernel where torch has one for the device, checked
+  against the foreach kernel in tests/test_optim.py) or `Lamb` below.
+* `Lamb`: torch ships none. LAMB = Adam's direction, rescaled per tensor by the trust ratio
+  ||w|| / ||update|| so every layer moves by a similar relative amount; it is what made
+  64k-sequence batches trainable (You et al. 2020, https://arxiv.org/abs/1904.00962, Alg. 2).
+* `Schedule` + `Budget`: linear warmup, then linear / cosine decay or constant, over a horizon
+  set by a step, token or wall-clock budget.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import torch
+from torch import nn
+
+from clozeformer.train.config import PretrainConfig
+
+
+def param_groups(model: nn.Module, weight_decay: float) -> list[dict]:
+    """[decayed params, non-decayed params]; a tied weight is listed once (named_parameters dedups)."""
+    no_decay_ids = {id(p) for m in model.modules() if isinstance(m, nn.LayerNorm)
+                    for p in m.parameters(recurse=False)}
+    decay, no_decay = [], []
+    for name, p in model.named_parameters():
+        if not p.requires_grad:
+            continue
+        if id(p) in no_decay_ids or name.split(".")[-1] == "bias":
+            no_decay.append(p)
+        else:
+            decay.append(p)
+    return [{"params": decay, "weight_decay": weight_decay},
+            {"params": no_decay, "weight_decay": 0.0}]
+
+
+class Lamb(torch.optim.Optimizer):
+    """LAMB with decoupled weight decay and Adam bias correction (as NVIDIA's BERT recipe).
+
+    For each tensor w with gradient g, at step t:
+        m = b1 m + (1 - b1) g            v = b2 v + (1 - b2) g^2
+        u = (m / (1 - b1^t)) / (sqrt(v / (1 - b2^t)) + eps) + weight_decay * w
+        r = ||w|| / ||u||   (1 when either norm is 0, or when the group has layer_adaptation=False)
+        w = w - lr * r * u
+    Groups without weight decay (biases, LayerNorm) are usually also excluded from layer
+    adaptation, as in the reference TF implementation (`exclude_from_layer_adaptation`
+    defaults to the weight-decay exclusions); `build_optimizer` sets that.
+    """
+
+    def __init__(self, params, lr: float = 1e-3, betas: tuple[float, float] = (0.9, 0.999),
+                 eps: float = 1e-6, weight_decay: float = 0.01, layer_adaptation: bool = True):
+        if lr <= 0 or eps <= 0 or not (0 <= betas[0] < 1 and 0 <= betas[1] < 1):
+            raise ValueError(f"invalid LAMB hyper-parameters lr={lr} betas={betas} eps={eps}")
+        super().__init__(params, dict(lr=lr, betas=betas, eps=eps, weight_decay=weight_decay,
+                                      layer_adaptation=layer_adaptation))
+
+    @torch.no_grad()
+    def step(self, closure=None):
+        loss = None
+        if closure is not None:
+            with torch.enable_grad():
+                loss = closure()
+        for group in self.param_groups:
+            b1, b2 = group["betas"]
+            for p in group["params"]:
+                if p.grad is None:
+                    continue
+                g = p.grad
+                state = self.state[p]
+                if not state:
+                    state["step"] = torch.tensor(0.0)  # a tensor, like torch's Adam (checkpoint format)
+                    state["exp_avg"] = torch.zeros_like(p, memory_format=torch.preserve_format)
+                    state["exp_avg_sq"] = torch.zeros_like(p, memory_format=torch.preserve_format)
+                state["step"] += 1
+                t = state["step"].item()
+                m, v = state["exp_avg"], state["exp_avg_sq"]
+                m.mul_(b1).add_(g, alpha=1 - b1)
+                v.mul_(b2).addcmul_(g, g, value=1 - b2)
+                update = (m / (1 - b1 ** t)) / ((v / (1 - b2 ** t)).sqrt() + group["eps"])
+                if group["weight_decay"]:
+                    update.add_(p, alpha=group["weight_decay"])
+                if group["layer_adaptation"]:
+                    w_norm, u_norm = p.norm(), update.norm()
+                    # scalars on the param's device: no host sync per tensor
+                    ratio = torch.where((w_norm > 0) & (u_norm > 0), w_norm / u_norm, torch.ones_like(w_norm))
+                    update.mul_(ratio)
+                p.add_(update, alpha=-group["lr"])
+        return loss
+
+
+def _adamw(groups: list[dict], cfg: PretrainConfig, device_type: str) -> torch.optim.Optimizer:
+    kw = dict(lr=cfg.lr, betas=(cfg.adam_beta1, cfg.adam_beta2), eps=cfg.adam_eps)
+    impl = cfg.optimizer_impl
+    if impl == "auto":
+        # The fused kernel does the whole update in one pass per tensor list (CPU since torch 2.4);
+        # fall back to foreach where the device or torch build has no fused AdamW.
+        try:
+            return torch.optim.AdamW(groups, fused=True, **kw)
+        except (RuntimeError, ValueError):
+            impl = "foreach"
+    if impl == "fused":
+        return torch.optim.AdamW(groups, fused=True, **kw)
+    return torch.optim.AdamW(groups, foreach=impl == "foreach", **kw)
+
+
+def build_optimizer(model: nn.Module, cfg: PretrainConfig, device_type: str = "cpu") -> torch.optim.Optimizer:
+    groups = param_groups(model, cfg.weight_decay)
+    if cfg.optimizer == "lamb":
+        groups[1]["layer_adaptation"] = False
+        return Lamb(groups, lr=cfg.lr, betas=(cfg.adam_beta1, cfg.adam_beta2), eps=cfg.adam_eps)
+    return _adamw(groups, cfg, device_type)
+
+
+def optimizer_kernel(opt: torch.optim.Optimizer) -> str:
+    """"fused" / "foreach" / "for_loop" / "lamb": which implementation actually runs."""
+    if isinstance(opt, Lamb):
+        return "lamb"
+    d = opt.defaults
+    return "fused" if d.get("fused") else "foreach" if d.get("foreach") else "for_loop"
+
+
+# ----------------------------------------------------------------------------- schedules
+
+@dataclass
+class Schedule:
+    """lr multiplier for the update with 0-based index `step`.
+
+    warmup: (step + 1) / warmup_steps, so the first update already moves the weights.
+    decay: progress p = (step - warmup) / (total - warmup) in [0, 1]; linear 1 - p, cosine
+    (1 + cos(pi p)) / 2, both rescaled to end at `min_ratio`; constant stays 1. The last update
+    of a run (step = total - 1) still has a small positive lr. Without a known `total` (a time
+    budget not yet measured) the multiplier after warmup is 1.
+    """
+
+    kind: str = "linear"
+    warmup_steps: int = 0
+    min_ratio: float = 0.0
+
+    def factor(self, step: int, total: int | None) -> float:
+        if step < self.warmup_steps:
+            return (step + 1) / self.warmup_steps
+        if self.kind == "constant" or total is None:
+            return 1.0
+        p = min(1.0, (step - self.warmup_steps) / max(1, total - self.warmup_steps))
+        f = 1.0 - p if self.kind == "linear" else 0.5 * (1.0 + math.cos(math.pi * p))
+        return self.min_ratio + (1.0 - self.min_ratio) * f
+
+
+#: updates measured before a wall-clock budget is turned into a step horizon
+TIME_ESTIMATE_MIN_STEPS = 3
+
+
+@dataclass
+class Budget:
+    """When to stop, and the schedule's horizon in steps.
+
+    Steps and tokens give a fixed horizon (tokens / tokens_per_step, rounded up). A wall-clock
+    budget is turned into steps from the measured pace: after `steps_done` updates in
+    `elapsed_s` seconds (evaluations and checkpoint writes included), the horizon is
+    ceil(steps_done * max_time_s / elapsed_s), re-estimated before every update. Linear decay
+    therefore follows elapsed / budget and reaches its floor when the clock runs out. The
+    smallest horizon of all given budgets wins.
+    """
+
+    max_steps: int | None
+    max_tokens: int | None
+    max_time_s: float | None
+    tokens_per_step: int
+
+    def horizon(self, steps_done: int, elapsed_s: float) -> int | None:
+        candidates = []
+        if self.max_steps is not None:
+            candidates.append(self.max_steps)
+        if self.max_tokens is not None:
+            candidates.append(math.ceil(self.max_tokens / self.tokens_per_step))
+        if self.max_time_s is not None and steps_done >= TIME_ESTIMATE_MIN_STEPS and elapsed_s > 0:
+            candidates.append(max(steps_done, math.ceil(steps_done * self.max_time_s / elapsed_s)))
+        return min(candidates) if candidates else None
+
+    def done(self, steps_done: int, tokens: int, elapsed_s: float) -> bool:
+        return ((self.max_steps is not None and steps_done >= self.max_steps)
+                or (self.max_tokens is not None and tokens >= self.max_tokens)
+                or (self.max_time_s is not None and elapsed_s >= self.max_time_s))

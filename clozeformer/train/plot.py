@@ -1,0 +1,114 @@
+"""`clozeformer plot RUN_DIR`: training curves from RUN_DIR/metrics.jsonl as PNGs.
+
+    clozeformer plot runs/mini                       # -> runs/mini/plots/{loss,mlm_accuracy,lr,throughput}.png
+    clozeformer plot runs/mini --out docs --prefix pretrain-
+
+Train curves are drawn raw (faint) and as a moving average over `--smooth` logged steps;
+evaluations on the held-out split are drawn as markers. Needs matplotlib (`pip install
+clozeformer[plot]`); it is imported only here, through the Agg canvas (no display needed).
+"""
+
+from __future__ import annotations
+
+import argparse
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from clozeformer.cliutil import add_dataclass_args, dataclass_from_args
+from clozeformer.errors import ClozeformerError
+from clozeformer.io import atomic_path
+from clozeformer.train.metrics import METRICS_FILE, read_metrics
+
+
+@dataclass
+class PlotConfig:
+    run_dir: str = field(default="", metadata={"help": "the pretraining run directory"})
+    out: str | None = field(default=None, metadata={"help": "where to write the PNGs (default RUN_DIR/plots)"})
+    prefix: str = field(default="", metadata={"help": "file name prefix, e.g. pretrain-"})
+    smooth: int = field(default=20, metadata={"help": "moving-average window over logged train steps"})
+
+    def __post_init__(self) -> None:
+        if not self.run_dir:
+            raise ClozeformerError("plot: give the RUN_DIR to plot")
+        if self.smooth < 1:
+            raise ClozeformerError(f"--smooth must be >= 1, got {self.smooth}")
+
+
+def moving_average(y: np.ndarray, window: int) -> np.ndarray:
+    """Trailing mean over up to `window` points (shorter at the start), same length as y."""
+    c = np.cumsum(np.insert(y.astype(np.float64), 0, 0.0))
+    idx = np.arange(1, len(y) + 1)
+    lo = np.maximum(idx - window, 0)
+    return (c[idx] - c[lo]) / (idx - lo)
+
+
+def plot_run(cfg: PlotConfig) -> list[Path]:
+    try:
+        from matplotlib.figure import Figure
+    except ImportError:
+        raise ClozeformerError("plot needs matplotlib: pip install 'clozeformer[plot]'") from None
+    run = Path(cfg.run_dir)
+    if not run.is_dir():
+        raise ClozeformerError(f"{run}: no such run directory")
+    records = read_metrics(run)
+    train = [r for r in records if r.get("kind") == "train" and not r.get("skipped")]
+    evals = [r for r in records if r.get("kind") == "eval"]
+    if not train:
+        raise ClozeformerError(f"{run / METRICS_FILE}: no training steps logged (is this a pretraining run dir?)")
+    out = Path(cfg.out) if cfg.out else run / "plots"
+    steps = np.array([r["step"] for r in train])
+
+    def series(recs, key):
+        pts = [(r["step"], r[key]) for r in recs if isinstance(r.get(key), (int, float))]
+        return (np.array([p[0] for p in pts]), np.array([p[1] for p in pts])) if pts else (None, None)
+
+    panels = [  # file, title, y label, [(train key, val key, label)]
+        ("loss", "loss", "cross-entropy", [("mlm_loss", "val_mlm_loss", "MLM"), ("nsp_loss", "val_nsp_loss", "NSP")]),
+        ("mlm_accuracy", "accuracy at masked positions", "accuracy",
+         [("mlm_acc", "val_mlm_acc", "MLM"), ("nsp_acc", "val_nsp_acc", "NSP")]),
+        ("lr", "learning rate", "lr", [("lr", None, "lr")]),
+        ("throughput", "throughput", "tokens / s", [("tokens_per_s", None, "tokens/s")]),
+    ]
+    written = []
+    for name, title, ylabel, curves in panels:
+        fig = Figure(figsize=(6.4, 4.0), dpi=100)
+        ax = fig.add_subplot()
+        for i, (tkey, vkey, label) in enumerate(curves):
+            color = f"C{i}"
+            x, y = series(train, tkey)
+            if x is not None:
+                smooth = name not in ("lr",) and cfg.smooth > 1
+                if smooth:
+                    ax.plot(x, y, color=color, alpha=0.25, linewidth=0.8)
+                ax.plot(x, moving_average(y, cfg.smooth) if smooth else y, color=color,
+                        label=f"train {label}" + (f" (avg {cfg.smooth})" if smooth else ""))
+            if vkey:
+                vx, vy = series(evals, vkey)
+                if vx is not None:
+                    ax.plot(vx, vy, "o--", color=color, markersize=4, label=f"val {label}")
+        ax.set_title(f"{run.name}: {title}")
+        ax.set_xlabel("optimizer step")
+        ax.set_ylabel(ylabel)
+        ax.set_xlim(0, max(int(steps.max()), 1))
+        ax.grid(alpha=0.3)
+        if ax.get_legend_handles_labels()[0]:
+            ax.legend()
+        fig.tight_layout()
+        path = out / f"{cfg.prefix}{name}.png"
+        with atomic_path(path) as tmp:
+            fig.savefig(tmp, format="png")
+        written.append(path)
+    return written
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    add_dataclass_args(parser, PlotConfig, positional=("run_dir",))
+
+
+def main(args: argparse.Namespace) -> int:
+    cfg = dataclass_from_args(PlotConfig, args)
+    for path in plot_run(cfg):
+        print(path)
+    return 0

@@ -1,0 +1,163 @@
+"""torchrun on CPU (gloo, 2 processes): the same trajectory as 1 process with the same global
+batch (DDP and FSDP2), and exact resumption of a 2-process run killed with SIGKILL."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import torch
+from safetensors.torch import load_file
+
+from clozeformer.cli import main as cli_main
+from clozeformer.train import checkpoint as ckpt_io
+from clozeformer.train.metrics import read_metrics
+
+STEPS = 6
+# global batch 16 = 8 x 2 accum (1 process) = 4 x 2 accum x 2 processes; dropout 0 so both
+# sides compute the same function
+COMMON = ["--max-steps", str(STEPS), "--lr", "1e-3", "--dropout", "0", "--grad-accum", "2", "--eval-every", "3",
+          "--save-every", "2", "--keep-last", "10", "--no-progress", "--num-threads", "1"]
+
+
+def write_corpus(path: Path, n_docs: int, seed: int = 0) -> None:
+    rng = random.Random(seed)
+    subj = ["the cat", "a dog", "my friend", "the old man", "a small bird", "the teacher", "the king"]
+    verb = ["sees", "likes", "finds", "wants", "takes", "hears", "paints", "follows"]
+    obj = ["the red ball", "a green tree", "the big house", "an old book", "the blue sea", "a cup of tea"]
+    tail = ["in the morning", "at night", "every day", "near the river", "with great care", ""]
+    with open(path, "w", encoding="utf-8") as f:
+        for _ in range(n_docs):
+            for _ in range(rng.randint(4, 9)):
+                f.write(f"{rng.choice(subj)} {rng.choice(verb)} {rng.choice(obj)} {rng.choice(tail)}".strip() + " .\n")
+            f.write("\n")
+
+
+@pytest.fixture(scope="module")
+def data_dir(tmp_path_factory) -> Path:
+    root = tmp_path_factory.mktemp("dist_data")
+    write_corpus(root / "corpus.txt", 300)
+    assert cli_main(["tokenizer", "train", "--input", str(root / "corpus.txt"), "--vocab-size", "120",
+                     "--num-unused", "0", "--out", str(root / "tok"), "--no-progress"]) == 0
+    assert cli_main(["prepare", "--input", str(root / "corpus.txt"), "--tokenizer", str(root / "tok"),
+                     "--out", str(root / "data"), "--seq-len", "32", "--val-fraction", "0.05",
+                     "--no-progress"]) == 0
+    return root / "data"
+
+
+def env() -> dict[str, str]:
+    return {**os.environ, "OMP_NUM_THREADS": "1"}
+
+
+def single(data_dir: Path, out: Path) -> list[str]:
+    return ["pretrain", "--data", str(data_dir), "--out", str(out), "--batch-size", "8", *COMMON]
+
+
+def torchrun(data_dir: Path, out: Path, *extra: str) -> list[str]:
+    # --standalone: a private rendezvous on a free port, so parallel test sessions do not collide
+    return [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2",
+            "-m", "clozeformer", "pretrain", "--data", str(data_dir), "--out", str(out), "--batch-size", "4",
+            *COMMON, *extra]
+
+
+def run(cmd: list[str]) -> subprocess.CompletedProcess:
+    res = subprocess.run(cmd, env=env(), capture_output=True, text=True, timeout=300)
+    assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
+    return res
+
+
+def losses(out: Path, key: str = "loss") -> list[tuple[int, float]]:
+    return [(r["step"], r[key]) for r in read_metrics(out) if key in r]
+
+
+def weights(out: Path) -> dict[str, torch.Tensor]:
+    return load_file(str(out / "checkpoints" / f"step-{STEPS:06d}" / "model.safetensors"))
+
+
+@pytest.fixture(scope="module")
+def runs(data_dir, tmp_path_factory) -> dict[str, Path]:
+    root = tmp_path_factory.mktemp("dist_runs")
+    outs = {"single": root / "single", "ddp": root / "ddp"}
+    assert cli_main(single(data_dir, outs["single"])) == 0  # in this process: one start-up fewer
+    res = run(torchrun(data_dir, outs["ddp"]))
+    assert "4 x 2 accum x 2 processes = 16 sequences" in res.stdout and "DDP" in res.stdout
+    return outs
+
+
+def assert_same_trajectory(a: Path, b: Path, tol: float = 1e-5) -> None:
+    for key in ("loss", "val_mlm_loss"):
+        la, lb = losses(a, key), losses(b, key)
+        assert [s for s, _ in la] == [s for s, _ in lb] and la
+        for (_, x), (_, y) in zip(la, lb):
+            assert abs(x - y) <= tol, (key, la, lb)
+    wa, wb = weights(a), weights(b)
+    assert all(torch.allclose(wa[k], wb[k], atol=1e-5) for k in wa)
+
+
+def test_two_process_ddp_matches_one_process(runs):
+    assert_same_trajectory(runs["single"], runs["ddp"])
+    assert [s for s, _ in losses(runs["ddp"])] == list(range(1, STEPS + 1))
+    ckpt = runs["ddp"] / "checkpoints" / f"step-{STEPS:06d}"
+    assert (ckpt / "rng_rank0.safetensors").is_file() and (ckpt / "rng_rank1.safetensors").is_file()
+    assert ckpt_io.load_trainer_state(ckpt)["world_size"] == 2
+
+
+def test_two_process_fsdp_matches_one_process(data_dir, runs, tmp_path):
+    out = tmp_path / "fsdp"
+    res = run(torchrun(data_dir, out, "--fsdp"))
+    assert "FSDP2" in res.stdout
+    assert_same_trajectory(runs["single"], out)
+
+
+def descendants(pid: int) -> list[int]:
+    found, todo = [], [pid]
+    while todo:
+        for task in Path(f"/proc/{todo.pop()}/task").glob("*"):
+            with contextlib.suppress(OSError):
+                kids = [int(k) for k in (task / "children").read_text().split()]
+                found += kids
+                todo += kids
+    return found
+
+
+def alive(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().split(")")[-1].split()[0] != "Z"  # zombie = dead
+    except OSError:
+        return False
+
+
+@pytest.mark.skipif(not Path("/proc/self/task").is_dir(), reason="needs /proc to find torchrun's workers")
+def test_sigkill_under_torchrun_then_resume_is_exact(data_dir, runs, tmp_path):
+    out = tmp_path / "killed"
+    proc = subprocess.Popen(torchrun(data_dir, out), env=env(), stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 240
+    while not ckpt_io.list_checkpoints(out):
+        assert proc.poll() is None and time.monotonic() < deadline
+        time.sleep(0.01)
+    # like a node failure: torchrun and both workers die at once (torchrun starts its workers in
+    # sessions of their own, so they are found through /proc rather than a process group)
+    workers = descendants(proc.pid)
+    for pid in [*workers, proc.pid]:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+    proc.wait()
+    deadline = time.monotonic() + 30
+    while any(alive(pid) for pid in workers):
+        assert time.monotonic() < deadline, "torchrun's workers survived SIGKILL"
+        time.sleep(0.01)
+    done = [s for s, _ in ckpt_io.list_checkpoints(out)]
+    assert STEPS not in done
+    res = run(torchrun(data_dir, out))
+    assert f"resuming from {out / 'checkpoints' / f'step-{max(done):06d}'}" in res.stdout, [l for l in res.stdout.splitlines() if "resum" in l]
+    assert losses(out) == losses(runs["ddp"])  # bit for bit, like the uninterrupted 2-process run
+    wa, wb = weights(out), weights(runs["ddp"])
+    assert all(torch.equal(wa[k], wb[k]) for k in wa)

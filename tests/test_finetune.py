@@ -1,0 +1,352 @@
+"""End-to-end fine-tuning: one trivially learnable task per head family, through the CLI.
+
+Each test writes a synthetic dataset whose label is a keyword rule (so a 2-layer, 32-wide BERT
+learns it in seconds), fine-tunes from random init with `clozeformer finetune`, checks the dev
+score, reloads the output directory in `transformers` and compares logits (1e-5), and runs
+`evaluate` / `predict` on it.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import random
+from pathlib import Path
+
+import pytest
+import torch
+
+from clozeformer.cli import main as cli_main
+
+FILLER = "the a of and to in is was it on for with as at by this that from or".split()
+TAGS_WORDS = {"paris": "LOC", "london": "LOC", "alice": "PER", "bob": "PER"}
+COLORS = ["red", "blue", "green"]
+SPECIALS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
+WORDS = sorted(set(FILLER + list(TAGS_WORDS) + COLORS + ["good", "bad", "up", "what", "color", "?", "yes", "no"]))
+
+# hidden 32, 2 layers, 2 heads: small enough to learn a keyword rule in ~100 steps on 1 core
+TINY = ["--model", "tiny", "--seed", "0", "--batch-size", "16", "--lr", "2e-3", "--warmup-ratio", "0.1",
+        "--threads", "1"]
+
+
+@pytest.fixture(autouse=True)
+def _tiny_preset(monkeypatch):
+    """Shrink the `tiny` preset for speed: (layers, hidden, heads) = (2, 32, 2)."""
+    from clozeformer import config
+
+    monkeypatch.setitem(config.PRESETS, "tiny", (2, 32, 2))
+
+
+def write_vocab(tmp_path: Path) -> Path:
+    d = tmp_path / "vocab"
+    d.mkdir()
+    (d / "vocab.txt").write_text("\n".join(SPECIALS + WORDS) + "\n", encoding="utf-8")
+    (d / "tokenizer_config.json").write_text(json.dumps({"do_lower_case": True}), encoding="utf-8")
+    return d
+
+
+def sentence(rng: random.Random, n: int = 6) -> list[str]:
+    return [rng.choice(FILLER) for _ in range(n)]
+
+
+def run(argv: list[str]) -> None:
+    assert cli_main(argv) == 0
+
+
+def metrics_of(out: Path) -> dict:
+    return json.loads((out / "metrics.json").read_text())
+
+
+def hf_logits_match(out: Path, auto_cls: str, ours_cls, inputs: dict) -> None:
+    import transformers
+
+    ours = ours_cls.from_pretrained(out).eval()
+    theirs = getattr(transformers, auto_cls).from_pretrained(out).eval()
+    with torch.no_grad():
+        a, b = ours(**inputs), theirs(**inputs)
+    for name in ("logits", "start_logits", "end_logits"):
+        if hasattr(b, name) and getattr(b, name) is not None and hasattr(a, name):
+            torch.testing.assert_close(getattr(a, name), getattr(b, name), atol=1e-5, rtol=1e-5)
+
+
+def hf_tokenizer_matches(out: Path, text: str) -> None:
+    import transformers
+
+    from clozeformer.tokenizer import Tokenizer
+
+    theirs = transformers.AutoTokenizer.from_pretrained(out)
+    assert theirs(text)["input_ids"] == Tokenizer.from_pretrained(out).encode(text).input_ids
+
+
+def test_sequence_classification_end_to_end(tmp_path):
+    from clozeformer.model import BertForSequenceClassification
+
+    rng = random.Random(0)
+    vocab = write_vocab(tmp_path)
+    data = tmp_path / "data"
+    data.mkdir()
+    for split, n in (("train", 320), ("dev", 64), ("test", 16)):
+        with open(data / f"{split}.csv", "w", newline="", encoding="utf-8") as f:
+            w = csv.writer(f)
+            w.writerow(["review", "sentiment"])
+            for _ in range(n):
+                words = sentence(rng)
+                label = rng.choice(["pos", "neg"])
+                words.insert(rng.randrange(len(words)), "good" if label == "pos" else "bad")
+                w.writerow([" ".join(words), label])
+    out = tmp_path / "out"
+    run(["finetune", "--task", "classification", "--data", str(data), "--tokenizer", str(vocab), "--out", str(out),
+         "--text-column", "review", "--label-column", "sentiment", "--epochs", "3", *TINY])
+    m = metrics_of(out)
+    assert m["best"]["scores"]["dev"]["accuracy"] >= 0.95
+    assert m["labels"] == ["neg", "pos"]
+    cfg = json.loads((out / "config.json").read_text())
+    assert cfg["id2label"] == {"0": "neg", "1": "pos"} and cfg["label2id"] == {"neg": 0, "pos": 1}
+    for name in ("model.safetensors", "vocab.txt", "tokenizer_config.json", "finetune_config.json"):
+        assert (out / name).is_file()
+
+    ids = torch.tensor([[2, 5, 6, 7, 8, 3, 0, 0], [2, 9, 10, 3, 0, 0, 0, 0]])
+    hf_logits_match(out, "AutoModelForSequenceClassification", BertForSequenceClassification,
+                    {"input_ids": ids, "attention_mask": (ids != 0).long()})
+    hf_tokenizer_matches(out, "the movie was good")
+
+    # evaluate reuses the saved task and columns; predict writes index<TAB>label
+    run(["evaluate", "--data", str(data / "dev.csv"), "--model", str(out), "--threads", "1"])
+    assert json.loads((out / "eval" / "metrics.json").read_text())["scores"]["dev"]["accuracy"] >= 0.95
+    run(["predict", "--data", str(data), "--model", str(out), "--out", str(tmp_path / "pred"), "--threads", "1"])
+    rows = (tmp_path / "pred" / "predictions_test.tsv").read_text().splitlines()
+    assert rows[0] == "index\tprediction" and len(rows) == 17
+    assert {r.split("\t")[1] for r in rows[1:]} <= {"pos", "neg"}
+
+
+def test_glue_regression_stsb_format(tmp_path):
+    """STS-B layout (10 columns, float score): score = 5 * fraction of 'up' words."""
+    from clozeformer.model import BertForSequenceClassification
+
+    rng = random.Random(1)
+    vocab = write_vocab(tmp_path)
+    data = tmp_path / "STS-B"
+    data.mkdir()
+    header = "index\tgenre\tfilename\tyear\told_index\tsource1\tsource2\tsentence1\tsentence2\tscore"
+    for split, n in (("train", 400), ("dev", 80)):
+        lines = [header]
+        for i in range(n):
+            k = rng.randrange(5)
+            s1 = sentence(rng, 4) + ["up"] * k
+            rng.shuffle(s1)
+            lines.append(f"{i}\tmain-captions\tMSRvid\t2012test\t{i:04d}\tnone\tnone\t{' '.join(s1)}\t"
+                         f"{' '.join(sentence(rng, 3))}\t{5 * k / 4:.3f}")
+        (data / f"{split}.tsv").write_text("\n".join(lines) + "\n")
+    (data / "test.tsv").write_text(header.rsplit("\t", 1)[0] + "\n0\tmain-captions\tMSRvid\t2012test\t0001\tnone\t"
+                                   "none\tup up the\ta of\n")
+    out = tmp_path / "out"
+    run(["finetune", "--task", "sts-b", "--data", str(data), "--tokenizer", str(vocab), "--out", str(out),
+         "--epochs", "4", *TINY])
+    scores = metrics_of(out)["best"]["scores"]["dev"]
+    assert scores["pearson"] > 0.85 and scores["spearman"] > 0.8, scores
+    cfg = json.loads((out / "config.json").read_text())
+    assert cfg["num_labels"] == 1 and cfg["problem_type"] == "regression"
+    ids = torch.tensor([[2, 5, 6, 3]])
+    hf_logits_match(out, "AutoModelForSequenceClassification", BertForSequenceClassification, {"input_ids": ids})
+    run(["predict", "--model", str(out), "--data", str(data), "--out", str(tmp_path / "sub"), "--threads", "1"])
+    rows = (tmp_path / "sub" / "STS-B.tsv").read_text().splitlines()
+    assert rows[0] == "index\tprediction" and rows[1].startswith("0\t") and 0.0 <= float(rows[1].split("\t")[1]) <= 5
+
+
+def test_token_classification_end_to_end(tmp_path):
+    from clozeformer.model import BertForTokenClassification
+
+    rng = random.Random(2)
+    vocab = write_vocab(tmp_path)
+    data = tmp_path / "ner"
+    data.mkdir()
+    for split, n in (("train", 300), ("dev", 60)):
+        lines = ["-DOCSTART- -X- -X- O", ""]
+        for _ in range(n):
+            words = sentence(rng, 5)
+            tags = ["O"] * len(words)
+            for _ in range(rng.randrange(1, 3)):
+                pos = rng.randrange(len(words) + 1)
+                name = rng.choice(sorted(TAGS_WORDS))
+                words.insert(pos, name)
+                tags.insert(pos, "B-" + TAGS_WORDS[name])
+            lines += [f"{w} NN O {t}" for w, t in zip(words, tags)] + [""]
+        (data / ("train.txt" if split == "train" else "valid.txt")).write_text("\n".join(lines))
+    out = tmp_path / "out"
+    run(["finetune", "--task", "conll2003", "--data", str(data), "--tokenizer", str(vocab), "--out", str(out),
+         "--epochs", "3", "--max-seq-len", "32", *TINY])
+    scores = metrics_of(out)["best"]["scores"]["dev"]
+    assert scores["f1"] >= 0.95, scores
+    cfg = json.loads((out / "config.json").read_text())
+    assert cfg["id2label"]["0"] == "O" and cfg["num_labels"] == 9
+    ids = torch.tensor([[2, 5, 6, 7, 3]])
+    hf_logits_match(out, "AutoModelForTokenClassification", BertForTokenClassification, {"input_ids": ids})
+    # predict on a one-column file: the word plus its predicted tag
+    (data / "test.txt").write_text("alice\nwas\nin\nparis\n\nbob\n")
+    run(["predict", "--model", str(out), "--data", str(data), "--out", str(tmp_path / "p"), "--threads", "1"])
+    got = (tmp_path / "p" / "predictions_test.txt").read_text().split("\n")
+    assert got[:5] == ["alice B-PER", "was O", "in O", "paris B-LOC", ""]
+
+
+def _qa_article(rng: random.Random, n: int, impossible_every: int = 0) -> list[dict]:
+    """Contexts of ~30 filler words with one color word; the answer is the color."""
+    paragraphs = []
+    for i in range(n):
+        words = sentence(rng, 30)
+        qa: dict = {"id": f"q{i}", "question": "what color ?"}
+        if impossible_every and i % impossible_every == 0:
+            qa.update(answers=[], is_impossible=True)
+        else:
+            pos = rng.randrange(len(words))
+            color = rng.choice(COLORS)
+            words.insert(pos, color)
+            start = len(" ".join(words[:pos])) + (1 if pos else 0)
+            qa["answers"] = [{"text": color, "answer_start": start}]
+            if impossible_every:
+                qa["is_impossible"] = False
+        paragraphs.append({"context": " ".join(words), "qas": [qa]})
+    return [{"title": "synthetic", "paragraphs": paragraphs}]
+
+
+@pytest.mark.parametrize("version", ["v1.1", "v2.0"])
+def test_question_answering_end_to_end(tmp_path, version):
+    """Contexts longer than the window (max_seq_len 24): exercises windows + n-best + offsets."""
+    from clozeformer.model import BertForQuestionAnswering
+
+    rng = random.Random(3)
+    vocab = write_vocab(tmp_path)
+    data = tmp_path / "squad"
+    data.mkdir()
+    every = 4 if version == "v2.0" else 0
+    task = "squad" if version == "v1.1" else "squad_v2"
+    for split, n in (("train", 200), ("dev", 40)):
+        doc = {"version": version, "data": _qa_article(rng, n, every)}
+        (data / f"{split}-{version}.json").write_text(json.dumps(doc))
+    out = tmp_path / "out"
+    run(["finetune", "--task", task, "--data", str(data), "--tokenizer", str(vocab), "--out", str(out),
+         "--epochs", "4", "--max-seq-len", "24", "--doc-stride", "8", "--max-query-len", "8", *TINY])
+    m = metrics_of(out)
+    assert m["train_features"] > 2 * m["train_examples"]  # contexts span several windows
+    scores = m["best"]["scores"]["dev"]
+    em = scores["exact_match"] if version == "v1.1" else scores["exact"]
+    assert em >= 80.0, scores
+    ids = torch.tensor([[2, 5, 6, 3, 7, 8, 9, 3]])
+    hf_logits_match(out, "AutoModelForQuestionAnswering", BertForQuestionAnswering,
+                    {"input_ids": ids, "token_type_ids": torch.tensor([[0, 0, 0, 0, 1, 1, 1, 1]])})
+    run(["predict", "--model", str(out), "--data", f"dev={data / f'dev-{version}.json'}", "--split", "dev",
+         "--out", str(tmp_path / "p"), "--threads", "1"])
+    preds = json.loads((tmp_path / "p" / "predictions_dev.json").read_text())
+    assert len(preds) == 40 and all(p in COLORS + [""] for p in preds.values())
+    nbest = json.loads((tmp_path / "p" / "nbest_predictions_dev.json").read_text())
+    assert abs(sum(e["probability"] for e in nbest["q1"]) - 1) < 1e-6
+    assert (tmp_path / "p" / "null_odds_dev.json").is_file() == (version == "v2.0")
+
+
+def test_multiple_choice_swag_end_to_end(tmp_path):
+    from clozeformer.model import BertForMultipleChoice
+
+    rng = random.Random(4)
+    vocab = write_vocab(tmp_path)
+    data = tmp_path / "swag"
+    data.mkdir()
+    header = ["", "video-id", "fold-ind", "startphrase", "sent1", "sent2", "gold-source",
+              "ending0", "ending1", "ending2", "ending3", "label"]
+    for name, n in (("train.csv", 240), ("val.csv", 48)):
+        with open(data / name, "w", newline="", encoding="utf-8") as f:
+            w = csv.writer(f)
+            w.writerow(header)
+            for i in range(n):
+                label = rng.randrange(4)
+                endings = [" ".join(sentence(rng, 3) + (["yes"] if j == label else ["no"])) for j in range(4)]
+                s1, s2 = " ".join(sentence(rng, 4)), "it"
+                w.writerow([i, f"anetv_{i}", i, f"{s1} {s2}", s1, s2, "gold", *endings, label])
+    out = tmp_path / "out"
+    run(["finetune", "--task", "swag", "--data", str(data), "--tokenizer", str(vocab), "--out", str(out),
+         "--epochs", "4", "--max-seq-len", "24", *TINY])
+    assert metrics_of(out)["best"]["scores"]["dev"]["accuracy"] >= 0.9
+    ids = torch.tensor([[[2, 5, 3, 6, 3], [2, 5, 3, 7, 3]]])  # (B=1, C=2, T=5)
+    hf_logits_match(out, "AutoModelForMultipleChoice", BertForMultipleChoice, {"input_ids": ids})
+
+
+def test_from_transformers_saved_directory(tmp_path):
+    """A randomly initialised transformers BertForPreTraining + vocab: the --model DIR path."""
+    import transformers
+
+    vocab = write_vocab(tmp_path)
+    hf_dir = tmp_path / "hf"
+    cfg = transformers.BertConfig(vocab_size=len(SPECIALS) + len(WORDS), hidden_size=64, num_hidden_layers=2,
+                                  num_attention_heads=2, intermediate_size=128)
+    torch.manual_seed(0)
+    transformers.BertForPreTraining(cfg).save_pretrained(hf_dir)
+    (hf_dir / "vocab.txt").write_text((vocab / "vocab.txt").read_text())
+    rng = random.Random(5)
+    data = tmp_path / "d"
+    data.mkdir()
+    for split, n in (("train", 320), ("dev", 40)):
+        rows = []
+        for _ in range(n):
+            words = sentence(rng)
+            label = rng.choice(["0", "1"])
+            words.insert(2, "good" if label == "1" else "bad")
+            rows.append(json.dumps({"text": " ".join(words), "label": int(label)}))
+        (data / f"{split}.jsonl").write_text("\n".join(rows) + "\n")
+    out = tmp_path / "out"
+    run(["finetune", "--task", "classification", "--data", str(data), "--model", str(hf_dir), "--out", str(out),
+         "--epochs", "4", "--seed", "0", "--batch-size", "16", "--lr", "2e-3", "--threads", "1"])
+    m = metrics_of(out)
+    assert m["best"]["scores"]["dev"]["accuracy"] >= 0.95 and m["labels"] == ["0", "1"]
+
+
+def test_max_time_and_caps(tmp_path):
+    """--max-train-examples caps the data; --max-time stops early and still saves + evaluates."""
+    rng = random.Random(6)
+    vocab = write_vocab(tmp_path)
+    data = tmp_path / "d"
+    data.mkdir()
+    for split, n in (("train", 200), ("dev", 30)):
+        lines = ["sentence\tlabel"] + [f"{' '.join(sentence(rng))}\t{rng.randrange(2)}" for _ in range(n)]
+        (data / f"{split}.tsv").write_text("\n".join(lines) + "\n")
+    out = tmp_path / "out"
+    run(["finetune", "--task", "sst2", "--data", str(data), "--tokenizer", str(vocab), "--out", str(out),
+         "--max-train-examples", "50", "--max-eval-examples", "10", "--max-time", "1e-9", "--epochs", "5", *TINY])
+    m = metrics_of(out)
+    assert m["train_examples"] == 50 and m["eval_examples"] == {"dev": 10}
+    assert m["stopped_early"] and m["steps"] == 1 and m["best"] is not None
+    assert (out / "model.safetensors").is_file()
+    # the same --out again without --overwrite is refused
+    assert cli_main(["finetune", "--task", "sst2", "--data", str(data), "--tokenizer", str(vocab),
+                     "--out", str(out), *TINY]) == 2
+
+
+def test_mnli_two_dev_sets_submissions_and_config_file(tmp_path):
+    """MNLI: matched + mismatched dev scores each epoch; predict writes MNLI-m / MNLI-mm / AX."""
+    fixtures = Path(__file__).parent / "fixtures"
+    conf = tmp_path / "ft.json"
+    conf.write_text(json.dumps({"epochs": 1, "batch_size": 2, "max_seq_len": 48}))
+    out = tmp_path / "out"
+    run(["finetune", "--config", str(conf), "--task", "MNLI", "--data", str(fixtures / "task_glue" / "MNLI"),
+         "--tokenizer", str(fixtures / "task_vocab.txt"), "--out", str(out), "--model", "tiny", "--threads", "1",
+         "--epochs", "2"])  # the flag wins over the file
+    m = metrics_of(out)
+    assert m["epochs"] == 2 and set(m["best"]["scores"]) == {"dev_matched", "dev_mismatched"}
+    saved = json.loads((out / "finetune_config.json").read_text())
+    assert saved["batch_size"] == 2 and saved["max_seq_len"] == 48 and saved["epochs"] == 2
+    run(["predict", "--model", str(out), "--data", str(fixtures / "task_glue" / "MNLI"), "--out", str(tmp_path / "p"),
+         "--threads", "1"])
+    for name in ("MNLI-m.tsv", "MNLI-mm.tsv", "AX.tsv"):
+        rows = (tmp_path / "p" / name).read_text().splitlines()
+        assert rows[0] == "index\tprediction" and rows[1].split("\t")[1] in ("contradiction", "entailment", "neutral")
+
+
+def test_custom_qa_with_unanswerable_rows_uses_squad_v2(tmp_path):
+    fixtures = Path(__file__).parent / "fixtures"
+    out = tmp_path / "out"
+    qa = fixtures / "task_custom" / "qa.jsonl"
+    run(["finetune", "--task", "qa", "--data", f"train={qa}", f"dev={qa}", "--tokenizer",
+         str(fixtures / "task_vocab.txt"), "--out", str(out), "--model", "tiny", "--epochs", "1",
+         "--max-seq-len", "64", "--max-query-len", "16", "--threads", "1"])
+    assert json.loads((out / "config.json").read_text())["qa_version_2"] is True
+    scores = metrics_of(out)["best"]["scores"]["dev"]
+    assert {"exact", "f1", "HasAns_exact", "NoAns_exact"} <= set(scores)
+    run(["evaluate", "--model", str(out), "--data", str(qa), "--threads", "1"])
+    assert "best_f1_thresh" in json.loads((out / "eval" / "metrics.json").read_text())["scores"]["dev"]

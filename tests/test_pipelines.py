@@ -1,0 +1,425 @@
+"""Pipelines (fill-mask, classify, embed, qa, ner), the embedding index and the prediction verbs.
+
+Tiny models are built here and saved as HF-format directories (config.json + safetensors +
+vocab.txt from tests/fixtures/infer_vocab.txt). For exact QA and NER spans, the QA and NER
+models are wired by hand: every residual branch of the encoder is zeroed, so a token's final
+state is the LayerNorm of its own embedding; chosen words get embeddings along orthonormal
+directions, and the head's weights read those directions. The model then provably answers
+"Paris" or tags "John" B-PER, and the tests check the span and offset logic end to end.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+import clozeformer
+from clozeformer.cli import main as cli_main
+from clozeformer.config import BertConfig
+from clozeformer.errors import ClozeformerError
+from clozeformer.infer.index import EmbeddingIndex
+from clozeformer.infer.ner import group_entities
+from clozeformer.infer.pipelines import InputError, pipeline
+from clozeformer.model import (BertForMaskedLM, BertForPreTraining, BertForQuestionAnswering,
+                               BertForSequenceClassification, BertForTokenClassification, BertModel)
+from clozeformer.tokenizer import Tokenizer
+
+FIXTURES = Path(__file__).parent / "fixtures"
+NER_LABELS = {0: "O", 1: "B-PER", 2: "I-PER", 3: "B-LOC", 4: "I-LOC"}
+ZH = "我昨天去了[MASK][MASK]，买了一件红色的外套。"
+
+
+@pytest.fixture(autouse=True)
+def _one_thread():
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
+@pytest.fixture(scope="module")
+def tok() -> Tokenizer:
+    t = Tokenizer(Path(FIXTURES / "infer_vocab.txt").read_text(encoding="utf-8").split("\n")[:-1], do_lower_case=True)
+    assert t.vocab_size == 220
+    return t
+
+
+def save(model, tok: Tokenizer, directory: Path) -> Path:
+    model.save_pretrained(directory)
+    tok.save(directory)
+    return directory
+
+
+def zero_mean_directions(n: int, dim: int, seed: int) -> torch.Tensor:
+    """(n, dim) orthonormal rows with zero mean, so LayerNorm keeps their direction."""
+    x = torch.randn(dim, n, generator=torch.Generator().manual_seed(seed))
+    x = x - x.mean(0)
+    q, _ = torch.linalg.qr(x)
+    return q.T.contiguous()
+
+
+def transparent_encoder(model) -> None:
+    """Zero every residual branch: each layer becomes LayerNorm(x) = x (x already normalised)."""
+    for layer in model.bert.encoder.layer:
+        for lin in (layer.attention.dense, layer.ffn.output):
+            lin.weight.zero_()
+            lin.bias.zero_()
+
+
+@pytest.fixture(scope="module")
+def dirs(tmp_path_factory, tok) -> dict[str, Path]:
+    root = tmp_path_factory.mktemp("infer_models")
+    V = tok.vocab_size
+    out = {}
+    torch.manual_seed(0)
+    out["mlm"] = save(BertForMaskedLM(BertConfig.preset("tiny", vocab_size=V)), tok, root / "mlm")
+    out["pretrain"] = save(BertForPreTraining(BertConfig.preset("tiny", vocab_size=V)), tok, root / "pretrain")
+    out["cls"] = save(BertForSequenceClassification(BertConfig.preset("tiny", vocab_size=V,
+                                                                      id2label={0: "neg", 1: "pos"})), tok, root / "cls")
+    out["reg"] = save(BertForSequenceClassification(BertConfig.preset("tiny", vocab_size=V, num_labels=1,
+                                                                      problem_type="regression")), tok, root / "reg")
+    out["multi"] = save(BertForSequenceClassification(BertConfig.preset(
+        "tiny", vocab_size=V, id2label={0: "a", 1: "b", 2: "c"}, problem_type="multi_label_classification")),
+        tok, root / "multi")
+    out["base"] = save(BertModel(BertConfig.preset("tiny", vocab_size=V)), tok, root / "base")
+    ids = tok.vocab
+    with torch.no_grad():
+        # QA: "paris" is both start and end; "new" starts and "city" ends a span.
+        qa = BertForQuestionAnswering(BertConfig.preset("tiny", vocab_size=V))
+        transparent_encoder(qa)
+        u = zero_mean_directions(2, 128, seed=1)
+        emb = qa.bert.embeddings.word_embeddings.weight
+        emb[ids["paris"]] = 50 * (u[0] + u[1]) / math.sqrt(2)
+        emb[ids["new"]] = 50 * u[0]
+        emb[ids["city"]] = 50 * u[1]
+        qa.qa_outputs.weight.copy_(u)  # row 0 = start, row 1 = end
+        qa.qa_outputs.bias.zero_()
+        out["qa"] = save(qa, tok, root / "qa")
+        # NER: john B-PER, smith I-PER, new/paris B-LOC, york I-LOC, everything else O (bias 5).
+        ner = BertForTokenClassification(BertConfig.preset("tiny", vocab_size=V, id2label=NER_LABELS))
+        transparent_encoder(ner)
+        u = zero_mean_directions(4, 128, seed=2)
+        emb = ner.bert.embeddings.word_embeddings.weight
+        for word, k in (("john", 0), ("smith", 1), ("new", 2), ("paris", 2), ("york", 3)):
+            emb[ids[word]] = 50 * u[k]
+        ner.classifier.weight.zero_()
+        ner.classifier.weight[1:] = u
+        ner.classifier.bias.copy_(torch.tensor([5.0, 0, 0, 0, 0]))
+        out["ner"] = save(ner, tok, root / "ner")
+    return out
+
+
+def read_jsonl(name: str) -> list[dict]:
+    return [json.loads(line) for line in (FIXTURES / name).read_text(encoding="utf-8").splitlines() if line]
+
+
+# ----------------------------------------------------------------------------- fill-mask
+
+def test_fill_mask_matches_the_model(dirs, tok):
+    pipe = clozeformer.pipeline("fill-mask", model=dirs["mlm"], top_k=4)
+    model = BertForMaskedLM.from_pretrained(dirs["mlm"]).eval()
+    texts = ["The cat sat on the [MASK].", "a [MASK] dog read the book [MASK] the long night", ZH]
+    results = pipe(texts)
+    for text, res in zip(texts, results):
+        enc = tok.encode(text)
+        with torch.no_grad():
+            logits = model(torch.tensor([enc.input_ids])).logits[0]  # (T, V) dense
+        positions = [i for i, t in enumerate(enc.input_ids) if t == tok.mask_token_id]
+        assert len(res["masks"]) == len(positions) == text.count("[MASK]")
+        for pos, m in zip(positions, res["masks"]):
+            assert text[m["start"]:m["end"]] == "[MASK]"
+            want_p, want_i = logits[pos].softmax(-1).topk(4)
+            assert [c["token_id"] for c in m["candidates"]] == want_i.tolist()
+            np.testing.assert_allclose([c["score"] for c in m["candidates"]], want_p.numpy(), rtol=1e-5, atol=1e-6)
+            assert [c["token"] for c in m["candidates"]] == tok.convert_ids_to_tokens(want_i.tolist())
+        assert "[MASK]" not in res["sequence"] and res["truncated"] is False
+
+
+def test_fill_mask_probabilities_sum_to_one_and_chinese(dirs, tok):
+    pipe = pipeline("fill-mask", dirs["pretrain"], top_k=tok.vocab_size)  # BertForPreTraining works too
+    res = pipe(ZH)
+    assert [(m["start"], m["end"]) for m in res["masks"]] == [(5, 11), (11, 17)]
+    for m in res["masks"]:
+        scores = [c["score"] for c in m["candidates"]]
+        assert abs(sum(scores) - 1.0) < 1e-4
+        assert scores == sorted(scores, reverse=True)
+    tops = [m["candidates"][0]["token"].removeprefix("##") for m in res["masks"]]
+    assert res["sequence"] == "我昨天去了" + tops[0] + tops[1] + "，买了一件红色的外套。"
+
+
+def test_fill_mask_errors(dirs):
+    pipe = pipeline("fill-mask", dirs["mlm"], max_length=16)
+    with pytest.raises(ClozeformerError, match=r"no \[MASK\]"):
+        pipe("no mask in here")
+    with pytest.raises(InputError, match=r"input 1: no \[MASK\]") as e:
+        pipe(["a [MASK]", "none"])
+    assert e.value.index == 1
+    with pytest.raises(ClozeformerError, match="empty"):
+        pipe("   ")
+    long = " ".join(["the"] * 30)
+    with pytest.raises(ClozeformerError, match="past the first 16 tokens"):
+        pipe(long + " [MASK]")
+    res = pipe("[MASK] " + long + " [MASK]")
+    assert res["truncated"] and len(res["masks"]) == 1 and res["dropped_masks"] == 1
+    with pytest.raises(ClozeformerError, match="longer than the maximum of 16 tokens"):
+        pipeline("fill-mask", dirs["mlm"], max_length=16, overlong="reject")("[MASK] " + long)
+    with pytest.raises(ClozeformerError, match="no head for fill-mask.*BertForMaskedLM"):
+        pipeline("fill-mask", dirs["cls"])
+    with pytest.raises(ClozeformerError, match="unknown task"):
+        pipeline("translate", dirs["mlm"])
+    with pytest.raises(ClozeformerError, match="no such model directory"):
+        pipeline("fill-mask", dirs["mlm"].parent / "missing")
+
+
+# ----------------------------------------------------------------------------- classify
+
+def test_classify_probabilities_pairs_and_padding_invariance(dirs, tok):
+    pipe = pipeline("classify", dirs["cls"], batch_size=3)
+    model = BertForSequenceClassification.from_pretrained(dirs["cls"]).eval()
+    items = ["good movie", ("a good movie", "it was very bad"), {"text": "bad", "text_pair": "not good"},
+             "the film was long and really boring but the book was fun to read", "nice"]
+    results = pipe(items)
+    for item, res in zip(items, results):
+        assert set(res["scores"]) == {"neg", "pos"}
+        assert abs(sum(res["scores"].values()) - 1.0) < 1e-6
+        assert res["label"] == max(res["scores"], key=res["scores"].get) and res["score"] == res["scores"][res["label"]]
+        a, b = (item, None) if isinstance(item, str) else (item if isinstance(item, tuple) else
+                                                          (item["text"], item["text_pair"]))
+        enc = tok.encode(a, b)
+        assert (b is not None) == (1 in enc.token_type_ids)
+        with torch.no_grad():  # one unpadded row: batching and padding must not change the result
+            p = model(torch.tensor([enc.input_ids]), token_type_ids=torch.tensor([enc.token_type_ids])).logits.softmax(-1)[0]
+        assert res["scores"]["neg"] == pytest.approx(float(p[0]), abs=1e-5)
+    assert pipe("good movie") == results[0]
+
+
+def test_classify_regression_and_multilabel(dirs):
+    reg = pipeline("classify", dirs["reg"])(["good", "bad movie"])
+    assert all(set(r) == {"value", "truncated"} and isinstance(r["value"], float) for r in reg)
+    multi = pipeline("classify", dirs["multi"])("good")
+    assert set(multi["scores"]) == {"a", "b", "c"}
+    assert multi["labels"] == [k for k, p in multi["scores"].items() if p >= 0.5]
+    assert all(0 < p < 1 for p in multi["scores"].values())
+
+
+def test_classify_bad_inputs(dirs):
+    pipe = pipeline("classify", dirs["cls"])
+    with pytest.raises(InputError, match="input 0: text_pair is empty"):
+        pipe([("good", "")])
+    with pytest.raises(InputError, match="input 1: expected a text"):
+        pipe(["good", 3])
+    long = " ".join(["good"] * 600)
+    assert pipe(long)["truncated"] is True
+    with pytest.raises(ClozeformerError, match="longer than the maximum of 512"):
+        pipeline("classify", dirs["cls"], overlong="reject")(long)
+
+
+# ----------------------------------------------------------------------------- embed + index
+
+def test_embed_pooling_normalisation_and_batching(dirs, tok):
+    texts = ["good movie", "the cat sat on the mat", "我昨天去了商店", "john"]
+    model = BertModel.from_pretrained(dirs["base"]).eval()
+    for pooling in ("cls", "mean"):
+        pipe = pipeline("embed", dirs["base"], pooling=pooling, batch_size=2)
+        vecs = pipe.embed(texts)
+        assert vecs.shape == (4, 128) and vecs.dtype == np.float32
+        np.testing.assert_allclose(np.linalg.norm(vecs, axis=1), 1.0, atol=1e-5)
+        for text, v in zip(texts, vecs):
+            with torch.no_grad():
+                h = model(torch.tensor([tok.encode(text).input_ids])).last_hidden_state[0]  # (T, H)
+            want = h[0] if pooling == "cls" else h.mean(0)
+            np.testing.assert_allclose(v, (want / want.norm()).numpy(), atol=1e-5)
+        single = pipe(texts[1])
+        np.testing.assert_allclose(single["embedding"], vecs[1], atol=1e-6)
+        assert json.loads(json.dumps(pipe.to_json(single)))["embedding"][0] == pytest.approx(float(vecs[1][0]), abs=1e-6)
+    # any head class embeds with its encoder
+    assert pipeline("embed", dirs["cls"]).embed(["good"]).shape == (1, 128)
+
+
+def test_index_build_save_load_search(dirs, tmp_path):
+    pipe = pipeline("embed", dirs["base"], pooling="mean")
+    corpus = ["good movie", "the cat sat on the mat", "john lives in paris", "我昨天去了商店", "a very bad film"]
+    index = EmbeddingIndex.build(pipe, corpus, ids=[f"d{i}" for i in range(5)])
+    index.save(tmp_path / "idx")
+    assert sorted(p.name for p in (tmp_path / "idx").iterdir()) == ["embeddings.npy", "index.json", "texts.jsonl"]
+    loaded = EmbeddingIndex.load(tmp_path / "idx")
+    assert loaded.texts == corpus and loaded.ids == [f"d{i}" for i in range(5)]
+    hits = loaded.query(pipe, corpus, top_k=3)
+    for i, row in enumerate(hits):
+        assert row[0]["text"] == corpus[i] and row[0]["score"] == pytest.approx(1.0, abs=1e-5)
+        assert [h["rank"] for h in row] == [1, 2, 3]
+        assert all(row[k]["score"] >= row[k + 1]["score"] for k in range(2))
+    vecs = pipe.embed(["cat"])
+    brute = np.argsort(-(pipe.embed(corpus) @ vecs[0]))[:5]
+    assert [corpus.index(h["text"]) for h in loaded.query(pipe, ["cat"], top_k=5)[0]] == brute.tolist()
+    with pytest.raises(ClozeformerError, match="cls pooling|mean pooling"):
+        loaded.query(pipeline("embed", dirs["base"], pooling="cls"), ["cat"])
+    with pytest.raises(ClozeformerError, match="no such index directory"):
+        EmbeddingIndex.load(tmp_path / "nope")
+
+
+# ----------------------------------------------------------------------------- qa
+
+def test_qa_exact_offsets_on_fixtures(dirs):
+    pipe = pipeline("qa", dirs["qa"])
+    cases = read_jsonl("infer_qa.jsonl")
+    results = pipe([{"question": c["question"], "context": c["context"]} for c in cases])
+    for case, res in zip(cases, results):
+        assert (res["answer"], res["start"], res["end"]) == (case["answer"], case["start"], case["end"])
+        assert case["context"][res["start"]:res["end"]] == res["answer"]
+        assert 0.5 < res["score"] <= 1.0 and res["windows"] == 1 and res["truncated"] is False
+
+
+def test_qa_sliding_windows_and_question_limits(dirs):
+    filler = "he works as a baker and reads a book every day . "
+    context = filler * 12 + "In 1999 he moved to Paris from London. " + filler * 3
+    pipe = pipeline("qa", dirs["qa"], max_length=32, doc_stride=8, max_question_length=10)
+    res = pipe(("Where did he move?", context))
+    assert res["windows"] > 5
+    assert (res["answer"], res["start"]) == ("Paris", context.index("Paris"))
+    long_q = "where did he move " * 5
+    assert pipe({"question": long_q, "context": context})["truncated"] is True
+    strict = pipeline("qa", dirs["qa"], max_length=32, doc_stride=8, max_question_length=10, overlong="reject")
+    with pytest.raises(ClozeformerError, match="question is longer than 10 tokens"):
+        strict({"question": long_q, "context": context})
+    with pytest.raises(InputError, match="input 0: missing field 'context'"):
+        pipe([{"question": "x"}])
+    with pytest.raises(ClozeformerError, match="doc_stride=30"):
+        pipeline("qa", dirs["qa"], max_length=32, doc_stride=30, max_question_length=10)
+    with pytest.raises(ClozeformerError, match="no head for qa"):
+        pipeline("qa", dirs["cls"])
+
+
+# ----------------------------------------------------------------------------- ner
+
+def test_ner_exact_entities_on_fixtures(dirs):
+    pipe = pipeline("ner", dirs["ner"])
+    cases = read_jsonl("infer_ner.jsonl")
+    results = pipe([c["text"] for c in cases])
+    for case, res in zip(cases, results):
+        got = [{k: e[k] for k in ("type", "text", "start", "end")} for e in res["entities"]]
+        assert got == case["entities"], case["text"]
+        assert all(0.9 < e["score"] <= 1.0 for e in res["entities"])
+    average = pipeline("ner", dirs["ner"], aggregation="average")("John Smith lives in Paris.")
+    assert [e["text"] for e in average["entities"]] == ["John Smith", "Paris"]
+
+
+def test_iob2_grouping_rules():
+    words = [("B-PER", 0.9, 0, 4), ("I-PER", 0.7, 5, 10), ("B-PER", 0.8, 11, 15), ("I-LOC", 0.6, 16, 20),
+             ("O", 0.99, 21, 22), ("I-LOC", 0.5, 23, 25), ("I-LOC", 0.7, 26, 28), ("MISC", 0.4, 29, 30)]
+    got = [(e["type"], e["start"], e["end"], round(e["score"], 3)) for e in group_entities(words)]
+    assert got == [("PER", 0, 10, 0.8), ("PER", 11, 15, 0.8), ("LOC", 16, 20, 0.6), ("LOC", 23, 28, 0.6),
+                   ("MISC", 29, 30, 0.4)]
+
+
+# ----------------------------------------------------------------------------- CLI verbs
+
+def run_cli(argv: list[str], capsys) -> tuple[int, str, str]:
+    code = cli_main(argv)
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_cli_fill_mask_and_classify(dirs, tmp_path, capsys):
+    code, out, err = run_cli(["fill-mask", "--model", str(dirs["mlm"]), "--json", "--top-k", "2",
+                              "The cat sat on the [MASK].", ZH], capsys)
+    assert code == 0 and "FillMaskConfig" in err
+    rows = [json.loads(line) for line in out.splitlines()]
+    assert [r["text"] for r in rows] == ["The cat sat on the [MASK].", ZH]
+    assert [len(r["masks"]) for r in rows] == [1, 2] and len(rows[1]["masks"][0]["candidates"]) == 2
+
+    src = tmp_path / "in.jsonl"
+    src.write_text('{"id": 7, "text": "good movie"}\n\n{"text": "bad", "text_pair": "film"}\n', encoding="utf-8")
+    dest = tmp_path / "out.jsonl"
+    code, out, err = run_cli(["classify", "--model", str(dirs["cls"]), "--input", str(src), "--json",
+                              "--output", str(dest), "--no-progress"], capsys)
+    assert code == 0 and out == ""
+    rows = [json.loads(line) for line in dest.read_text(encoding="utf-8").splitlines()]
+    assert rows[0]["id"] == 7 and rows[1]["text_pair"] == "film" and {"label", "scores"} <= set(rows[0])
+    assert json.loads((tmp_path / "out.jsonl.config.json").read_text())["model"] == str(dirs["cls"])
+
+    code, out, _ = run_cli(["classify", "--model", str(dirs["cls"]), "good movie", "--pair", "bad"], capsys)
+    assert code == 0 and out.split()[0] in ("neg", "pos")
+
+
+def test_cli_qa_ner_embed_search(dirs, tmp_path, capsys):
+    case = read_jsonl("infer_qa.jsonl")[0]
+    code, out, _ = run_cli(["qa", "--model", str(dirs["qa"]), "--question", case["question"],
+                            "--context", case["context"], "--json"], capsys)
+    assert code == 0 and json.loads(out)["answer"] == "Paris"
+    code, out, _ = run_cli(["ner", "--model", str(dirs["ner"]), "John Smith lives in Paris."], capsys)
+    assert code == 0 and "PER\tJohn Smith" in out and "LOC\tParis" in out
+
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text("good movie\nthe cat sat on the mat\njohn lives in paris\n", encoding="utf-8")
+    code, out, _ = run_cli(["embed", "--model", str(dirs["base"]), "--build-index", str(tmp_path / "idx"),
+                            "--input", str(corpus), "--pooling", "mean", "--no-progress"], capsys)
+    assert code == 0 and "indexed 3 texts" in out
+    code, out, _ = run_cli(["search", "--index", str(tmp_path / "idx"), "--json", "--top-k", "2",
+                            "the cat sat on the mat"], capsys)
+    row = json.loads(out)
+    assert code == 0 and row["hits"][0]["text"] == "the cat sat on the mat" and len(row["hits"]) == 2
+    code, out, _ = run_cli(["embed", "--model", str(dirs["base"]), "--json", "hello"], capsys)
+    assert code == 0 and len(json.loads(out)["embedding"]) == 128
+
+
+def test_cli_reads_stdin(dirs, capsys, monkeypatch):
+    import io
+    import sys
+
+    stdin = io.TextIOWrapper(io.BytesIO("good movie\n\nbad film\tvery long\n".encode()), encoding="utf-8")
+    monkeypatch.setattr(sys, "stdin", stdin)
+    code, out, _ = run_cli(["classify", "--model", str(dirs["cls"]), "--json", "--no-progress"], capsys)
+    rows = [json.loads(line) for line in out.splitlines()]
+    assert code == 0 and [r["text"] for r in rows] == ["good movie", "bad film"]
+    assert rows[1]["text_pair"] == "very long"  # a TAB in a text line separates the pair
+
+
+def test_cli_user_errors(dirs, tmp_path, capsys):
+    bad_utf8 = tmp_path / "latin1.txt"
+    bad_utf8.write_bytes("good\ncaf\xe9\n".encode("latin-1"))
+    binary = tmp_path / "blob.txt"
+    binary.write_bytes(b"ab\x00cd")
+    no_field = tmp_path / "x.jsonl"
+    no_field.write_text('{"text": "ok"}\n{"txt": "oops"}\n', encoding="utf-8")
+    no_mask = tmp_path / "m.txt"
+    no_mask.write_text("a [MASK] here\n\nnone here\n", encoding="utf-8")
+    cases = [
+        (["classify", "--model", str(dirs["cls"]), "--input", str(bad_utf8)], f"{bad_utf8}:2: not UTF-8"),
+        (["classify", "--model", str(dirs["cls"]), "--input", str(binary)], "binary file"),
+        (["classify", "--model", str(dirs["cls"]), "--input", str(no_field)], f"{no_field}:2: missing field 'text'"),
+        (["classify", "--model", str(dirs["cls"]), "--input", str(tmp_path / "none.txt")], "no such input file"),
+        (["fill-mask", "--model", str(dirs["mlm"]), "--input", str(no_mask)], rf"{no_mask}:3: no [MASK]"),
+        (["qa", "--model", str(dirs["cls"]), "--question", "a", "--context", "b"], "no head for qa"),
+        (["ner", "--model", str(dirs["ner"]), " "], "argument 1: text is empty"),
+        (["classify", "--model", str(tmp_path / "nomodel"), "x"], "no such model directory"),
+        (["qa", "--model", str(dirs["qa"]), "--question", "a"], "give both --question and --context"),
+    ]
+    for argv, message in cases:
+        code, out, err = run_cli(argv, capsys)
+        assert code == 2, argv
+        assert f"error: " in err and message in err, (argv, err)
+        assert "Traceback" not in err
+
+
+def test_precision_and_device_choices(dirs):
+    from clozeformer.infer.runners import native_bf16, resolve_device, resolve_dtype
+
+    cpu = torch.device("cpu")
+    assert resolve_dtype("auto", cpu) == torch.float32  # never bf16 on a CPU unless asked
+    if native_bf16(cpu):
+        assert resolve_dtype("bf16", cpu) == torch.bfloat16
+    else:
+        with pytest.raises(ClozeformerError, match="no native bf16"):
+            pipeline("embed", dirs["base"], dtype="bf16")
+    with pytest.raises(ClozeformerError, match="not a torch device"):
+        resolve_device("gpu7")
+    if not torch.cuda.is_available():
+        with pytest.raises(ClozeformerError, match="CUDA is not available"):
+            pipeline("embed", dirs["base"], device="cuda")
+    assert pipeline("embed", dirs["base"], dtype="fp32").describe()["dtype"] == "float32"

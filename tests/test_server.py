@@ -1,0 +1,260 @@
+"""`clozeformer serve`: a real uvicorn process on 127.0.0.1 (port 0: the OS picks a free one and
+the server prints it), good and bad requests, concurrent requests (micro-batched), and a
+graceful SIGTERM that lets an in-flight request finish. QA and NER endpoints run in-process."""
+
+from __future__ import annotations
+
+import json
+import os
+import queue
+import re
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+import torch
+
+httpx = pytest.importorskip("httpx")
+pytest.importorskip("fastapi")
+pytest.importorskip("uvicorn")
+
+from clozeformer.config import BertConfig  # noqa: E402
+from clozeformer.infer.pipelines import pipeline  # noqa: E402
+from clozeformer.model import (BertForMaskedLM, BertForQuestionAnswering, BertForSequenceClassification,  # noqa: E402
+                               BertForTokenClassification)
+from clozeformer.tokenizer import Tokenizer  # noqa: E402
+
+FIXTURES = Path(__file__).parent / "fixtures"
+
+
+class ServerProcess:
+    """`python -m clozeformer serve ... --port 0` in a subprocess; `url` once it listens."""
+
+    def __init__(self, model_dir: Path, *flags: str) -> None:
+        env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONUNBUFFERED="1")
+        cmd = [sys.executable, "-m", "clozeformer", "serve", "--model", str(model_dir), "--host", "127.0.0.1",
+               "--port", "0", "--log-level", "warning", "--threads", "1", *flags]
+        self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+        self.lines: queue.Queue = queue.Queue()
+        self.stderr: list[str] = []
+        self.pumps = [threading.Thread(target=self._pump, args=(self.proc.stdout, self.lines.put), daemon=True),
+                      threading.Thread(target=self._pump, args=(self.proc.stderr, self.stderr.append), daemon=True)]
+        for t in self.pumps:
+            t.start()
+        deadline = time.time() + 90
+        self.url = None
+        while self.url is None:
+            try:
+                line = self.lines.get(timeout=max(0.1, deadline - time.time()))
+            except queue.Empty:
+                self.stop()
+                raise RuntimeError("server did not start: " + "".join(self.stderr)) from None
+            m = re.search(r"on (http://127\.0\.0\.1:\d+)", line)
+            if m:
+                self.url = m.group(1)
+        while True:  # the socket is bound before uvicorn starts; wait for the app
+            try:
+                if httpx.get(self.url + "/health", timeout=2).status_code == 200:
+                    break
+            except httpx.TransportError:
+                pass
+            if time.time() > deadline or self.proc.poll() is not None:
+                self.stop()
+                raise RuntimeError("server never became healthy: " + "".join(self.stderr))
+            time.sleep(0.1)
+
+    def remaining_stdout(self) -> list[str]:
+        """Lines printed after the start-up banner, once the process has exited."""
+        self.pumps[0].join(timeout=10)
+        out = []
+        while not self.lines.empty():
+            out.append(self.lines.get())
+        return out
+
+    @staticmethod
+    def _pump(stream, sink) -> None:
+        for line in stream:
+            sink(line)
+
+    def stop(self) -> int:
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        return self.proc.returncode
+
+
+@pytest.fixture(scope="module")
+def tok() -> Tokenizer:
+    return Tokenizer((FIXTURES / "infer_vocab.txt").read_text(encoding="utf-8").split("\n")[:-1], do_lower_case=True)
+
+
+@pytest.fixture(scope="module")
+def dirs(tmp_path_factory, tok) -> dict[str, Path]:
+    root = tmp_path_factory.mktemp("serve_models")
+    torch.manual_seed(0)
+    out = {}
+    for name, model in (("mlm", BertForMaskedLM(BertConfig.preset("tiny", vocab_size=tok.vocab_size))),
+                        ("cls", BertForSequenceClassification(BertConfig.preset(
+                            "tiny", vocab_size=tok.vocab_size, id2label={0: "neg", 1: "pos"}))),
+                        ("qa", BertForQuestionAnswering(BertConfig.preset("tiny", vocab_size=tok.vocab_size))),
+                        ("ner", BertForTokenClassification(BertConfig.preset(
+                            "tiny", vocab_size=tok.vocab_size, id2label={0: "O", 1: "B-PER", 2: "I-PER"})))):
+        model.save_pretrained(root / name)
+        tok.save(root / name)
+        out[name] = root / name
+    return out
+
+
+@pytest.fixture(scope="module")
+def server(dirs):
+    s = ServerProcess(dirs["mlm"], "--max-wait-ms", "50", "--max-items", "8", "--max-chars", "200",
+                      "--max-body-bytes", "5000", "--top-k", "3", "--max-length", "16")
+    yield s
+    assert s.stop() in (0, -signal.SIGTERM)
+    assert "Traceback" not in "".join(s.stderr)
+
+
+def test_health_info_and_good_requests(server, dirs):
+    assert httpx.get(server.url + "/health").json() == {"status": "ok"}
+    info = httpx.get(server.url + "/info").json()
+    assert info["architecture"] == "BertForMaskedLM" and info["tasks"] == ["fill-mask", "embed"]
+    assert info["limits"] == {"max_items": 8, "max_chars": 200, "max_body_bytes": 5000}
+    texts = ["The cat sat on the [MASK].", "我昨天去了[MASK][MASK]，买了一件红色的外套。"]
+    want = pipeline("fill-mask", dirs["mlm"], top_k=3, max_length=16)(texts)
+    got = httpx.post(server.url + "/fill-mask", json={"inputs": texts}).json()["results"]
+    assert [r["sequence"] for r in got] == [r["sequence"] for r in want]
+    assert got[1]["masks"][1]["candidates"][0]["score"] == pytest.approx(want[1]["masks"][1]["candidates"][0]["score"])
+    one = httpx.post(server.url + "/fill-mask", json={"inputs": texts[0], "top_k": 1}).json()["results"]
+    assert len(one) == 1 and len(one[0]["masks"][0]["candidates"]) == 1
+    emb = httpx.post(server.url + "/embed", json={"inputs": "good movie"}).json()["results"][0]["embedding"]
+    assert len(emb) == 128 and sum(x * x for x in emb) == pytest.approx(1.0, abs=1e-4)
+    long = httpx.post(server.url + "/fill-mask", json={"inputs": "[MASK] " + "the " * 40}).json()["results"][0]
+    assert long["truncated"] is True
+
+
+@pytest.mark.parametrize("path, body, status, fragment", [
+    ("/fill-mask", {"inputs": "no mask here"}, 422, "no [MASK]"),
+    ("/fill-mask", {"inputs": ["a [MASK]", ""]}, 422, "text is empty"),
+    ("/fill-mask", b"{not json", 422, "not valid JSON"),
+    ("/fill-mask", b"\xff\xfe", 422, "not valid JSON"),
+    ("/fill-mask", {"text": "a [MASK]"}, 422, "missing field 'inputs'"),
+    ("/fill-mask", [1, 2], 422, "must be a JSON object"),
+    ("/fill-mask", {"inputs": 5}, 422, "must be a string"),
+    ("/fill-mask", {"inputs": []}, 422, "empty list"),
+    ("/fill-mask", {"inputs": "[MASK]", "top_k": 10}, 422, "top_k must be"),
+    ("/fill-mask", {"inputs": ["[MASK]"] * 9}, 413, "9 items"),
+    ("/fill-mask", {"inputs": "[MASK] " + "x" * 300}, 413, "characters"),
+    ("/embed", b'{"inputs": "' + b"a " * 3000 + b'"}', 413, "request body"),
+    ("/classify", {"inputs": "good"}, 404, "no head for it"),
+])
+def test_bad_requests_get_clear_4xx_json(server, path, body, status, fragment):
+    if isinstance(body, bytes):
+        r = httpx.post(server.url + path, content=body, headers={"content-type": "application/json"})
+    else:
+        r = httpx.post(server.url + path, json=body)
+    assert r.status_code == status, r.text
+    assert fragment in r.json()["error"]
+
+
+def test_unknown_route_and_method(server):
+    assert httpx.post(server.url + "/translate", json={}).status_code == 404
+    assert httpx.get(server.url + "/fill-mask").status_code == 405
+
+
+def test_concurrent_requests_are_micro_batched(server, dirs):
+    texts = [f"the {w} sat on the [MASK]." for w in ("cat", "dog", "big dog", "small cat", "red car", "book")]
+    want = {t: r["sequence"] for t, r in zip(texts, pipeline("fill-mask", dirs["mlm"], top_k=3, max_length=16)(texts))}
+    before = httpx.get(server.url + "/info").json()["stats"]["fill-mask"]
+    n = 24
+    barrier = threading.Barrier(n)
+    results: list = [None] * n
+
+    def client(i: int) -> None:
+        with httpx.Client(timeout=60) as c:
+            barrier.wait()
+            results[i] = c.post(server.url + "/fill-mask", json={"inputs": texts[i % len(texts)]})
+
+    threads = [threading.Thread(target=client, args=(i,)) for i in range(n)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert all(r.status_code == 200 for r in results)
+    for i, r in enumerate(results):
+        assert r.json()["results"][0]["sequence"] == want[texts[i % len(texts)]]
+    after = httpx.get(server.url + "/info").json()["stats"]["fill-mask"]
+    requests, batches = after["requests"] - before["requests"], after["batches"] - before["batches"]
+    assert requests == n
+    assert batches < n, "concurrent requests were not batched together"
+
+
+def test_sigterm_finishes_in_flight_requests(dirs):
+    # A long collection window keeps the request in flight when SIGTERM arrives.
+    s = ServerProcess(dirs["cls"], "--max-wait-ms", "3000")
+    try:
+        pair = httpx.post(s.url + "/classify", json={"inputs": [["good", "movie"]]}).json()["results"][0]
+        assert pair["label"] in ("neg", "pos")
+        box: dict = {}
+
+        def slow_request() -> None:
+            box["response"] = httpx.post(s.url + "/classify", json={"inputs": ["good movie", "bad"]}, timeout=60)
+
+        t = threading.Thread(target=slow_request)
+        started = time.time()
+        t.start()
+        while httpx.get(s.url + "/info").json()["stats"]["classify"]["in_flight"] == 0:  # wait until queued
+            assert time.time() - started < 30
+            time.sleep(0.05)
+        s.proc.send_signal(signal.SIGTERM)
+        t.join(timeout=60)
+        assert box["response"].status_code == 200
+        assert [r["label"] in ("neg", "pos") for r in box["response"].json()["results"]] == [True, True]
+        assert time.time() - started >= 2.9  # it waited out its collection window, not cut short
+        # uvicorn re-raises the signal after its graceful shutdown: "terminated by SIGTERM"
+        assert s.proc.wait(timeout=30) in (0, -signal.SIGTERM)
+        assert "stopped after serving 2 requests\n" in s.remaining_stdout()
+        with pytest.raises(httpx.TransportError):
+            httpx.get(s.url + "/health", timeout=2)
+    finally:
+        s.stop()
+    assert "Traceback" not in "".join(s.stderr)
+
+
+def test_qa_and_ner_endpoints_in_process(dirs):
+    from fastapi.testclient import TestClient
+
+    from clozeformer.infer.server import ServeConfig, build_pipelines, create_app
+
+    for name, path, body, want_input in (
+        ("qa", "/qa", {"question": "where?", "context": "john lives in paris"},
+         [{"question": "where?", "context": "john lives in paris"}]),
+        ("ner", "/ner", {"inputs": ["John Smith lives in Paris.", "Mary"]}, ["John Smith lives in Paris.", "Mary"]),
+    ):
+        cfg = ServeConfig(model=str(dirs[name]))
+        with TestClient(create_app(build_pipelines(cfg), cfg)) as client:
+            got = client.post(path, json=body).json()["results"]
+            assert got == json.loads(json.dumps(pipeline(name, dirs[name])(want_input)))
+            bad = client.post(path, json={"inputs": [{"question": "x"}]} if name == "qa" else {"inputs": [" "]})
+            assert bad.status_code == 422 and bad.json()["index"] == 0
+            assert client.post("/fill-mask", json={"inputs": "[MASK]"}).status_code == 404
+
+
+def test_cli_rejects_a_busy_port(dirs, capsys):
+    import socket
+
+    from clozeformer.cli import main as cli_main
+
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen(1)
+        port = busy.getsockname()[1]
+        assert cli_main(["serve", "--model", str(dirs["cls"]), "--port", str(port)]) == 2
+    assert f"cannot listen on 127.0.0.1:{port}" in capsys.readouterr().err
