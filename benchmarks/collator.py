@@ -13,7 +13,8 @@ the data folder is absent). Rows:
   does after gathering from the memory-mapped shards
 * with --data: `PretrainLoader` end to end (gather from shards + pad + mask + tensors)
 
-Whole-word variants use `whole_word_mask=True` on the transformers side. One thread each
+Whole-word variants use `whole_word_mask=True` on the transformers side (its examples carry
+`offset_mapping`, which it needs; ours finds words from the `##` prefix). One thread each
 (torch.set_num_threads(1)); the best of 3 timed runs of >= `--seconds` each. Prints a
 Markdown table of sequences/s.
 """
@@ -31,9 +32,10 @@ import numpy as np
 SHARED = Path(os.environ.get("CLOZEFORMER_SHARED_DATA", Path(__file__).resolve().parents[2] / "shared" / "data"))
 
 
-def examples(n: int, seq_len: int, tok) -> list[list[int]]:
+def examples(n: int, seq_len: int, tok) -> list[dict]:
+    """{"input_ids", "offset_mapping"} rows (transformers' whole-word masking needs the offsets)."""
     wiki = sorted((SHARED / "text" / "enwiki").glob("wiki_*.gz"))
-    rows: list[list[int]] = []
+    rows: list[dict] = []
     if wiki:
         lines = []
         with gzip.open(wiki[0], "rt", encoding="utf-8") as f:
@@ -43,11 +45,12 @@ def examples(n: int, seq_len: int, tok) -> list[list[int]]:
                 if len(lines) >= n:
                     break
         for enc in tok.encode_batch(lines, max_length=seq_len):
-            rows.append(enc.input_ids)
+            rows.append({"input_ids": enc.input_ids, "offset_mapping": enc.offsets})
     rng = np.random.default_rng(0)
     while len(rows) < n:  # no data folder: random ordinary ids
         body = rng.integers(1000, tok.vocab_size, size=int(rng.integers(seq_len // 2, seq_len - 1))).tolist()
-        rows.append([tok.cls_token_id, *body, tok.sep_token_id])
+        ids = [tok.cls_token_id, *body, tok.sep_token_id]
+        rows.append({"input_ids": ids, "offset_mapping": [(0, 0)] + [(i, i + 1) for i in range(len(body))] + [(0, 0)]})
     return rows
 
 
@@ -85,12 +88,17 @@ def main() -> None:
     tok = Tokenizer.from_pretrained(vocab)
     hf_tok = BertTokenizerFast.from_pretrained(str(vocab))
     rows = examples(args.batch * 16, args.seq_len, tok)
-    batches = [[{"input_ids": r} for r in rows[i:i + args.batch]] for i in range(0, len(rows), args.batch)]
+    plain = [[{"input_ids": r["input_ids"]} for r in rows[i:i + args.batch]] for i in range(0, len(rows), args.batch)]
+    # transformers cannot pad ragged offset_mapping lists: its whole-word rows come pre-padded to seq-len.
+    full = [{"input_ids": r["input_ids"] + [0] * (args.seq_len - len(r["input_ids"])),
+             "offset_mapping": r["offset_mapping"] + [(0, 0)] * (args.seq_len - len(r["input_ids"]))} for r in rows]
+    with_offsets = [full[i:i + args.batch] for i in range(0, len(full), args.batch)]
     table = TokenTable.from_tokenizer(tok)
     results = []
     for ww in (False, True):
         hf = DataCollatorForLanguageModeling(hf_tok, mlm_probability=0.15, whole_word_mask=ww, seed=0)
         ours = ClozeCollator(table, MaskingConfig(whole_word=ww), seed=0)
+        batches = with_offsets if ww else plain
         padded = [pad_batch([e["input_ids"] for e in b], 0) for b in batches]
         arrays = [p[0] for p in padded]
         attn = {id(p[0]): p[1] for p in padded}

@@ -50,7 +50,9 @@ def add_dataclass_args(parser: argparse.ArgumentParser, cls: type, *, skip: tupl
             tp = type(choices[0])
         help_ = f"{help_} (default: {default})" if help_ else f"(default: {default})"
         names = [f.name] if f.name in positional else ["--" + f.name.replace("_", "-")]
-        kw: dict[str, Any] = dict(help=help_, default=_UNSET if f.name not in positional else default)
+        # SUPPRESS: an option not given leaves no attribute, so a config file can fill it, and
+        # ArgumentDefaultsHelpFormatter does not print the placeholder (the help says the default)
+        kw: dict[str, Any] = dict(help=help_, default=argparse.SUPPRESS if f.name not in positional else default)
         if f.name not in positional:
             kw["dest"] = f.name
         if tp is bool:

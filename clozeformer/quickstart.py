@@ -211,9 +211,9 @@ def run(cfg: QuickstartConfig) -> dict:
                                       lr=cfg.finetune_lr, batch_size=32, max_time=cfg.finetune_minutes,
                                       seed=cfg.seed, overwrite=True))
         results[name] = res
-        print(f"  from {name}: dev accuracy {res['best']['accuracy']:.3f} ({time.perf_counter() - t1:.0f}s)")
+        print(f"  from {name}: dev accuracy {res['best']['main']:.3f} ({time.perf_counter() - t1:.0f}s)")
     timings["finetune"] = time.perf_counter() - t
-    scores = {name: float(r["best"]["accuracy"]) for name, r in results.items()}
+    scores = {name: float(r["best"]["main"]) for name, r in results.items()}
 
     plots = _plots(out, metrics, scores, "dev accuracy")
     timings["total"] = time.perf_counter() - t_all

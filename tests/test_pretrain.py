@@ -258,3 +258,31 @@ def test_plot_writes_pngs(data, tmp_path, capsys):
         assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.stat().st_size > 5000
     assert cli_main(["plot", str(tmp_path / "nope")]) == 2
     assert "no such run directory" in capsys.readouterr().err
+
+
+def test_mlm_objective_on_nsp_data_trains_and_evaluates(tmp_path):
+    """MLM-only on NSP-prepared data (the NSP ablation's second arm) ignores the NSP labels."""
+    import json as _json
+
+    from clozeformer.cli import main as cli_main
+
+    corpus = tmp_path / "corpus.txt"
+    words = "alpha beta gamma delta epsilon zeta eta theta iota kappa lambda mu".split()
+    rng = __import__("random").Random(0)
+    docs = []
+    for d in range(40):
+        sents = [" ".join(rng.choice(words) for _ in range(rng.randint(5, 12))) + " ." for _ in range(8)]
+        docs.append("\n".join(sents))
+    corpus.write_text("\n\n".join(docs) + "\n", encoding="utf-8")
+    vocab = tmp_path / "tok"
+    assert cli_main(["tokenizer", "train", "--input", str(corpus), "--vocab-size", "120", "--num-unused", "0",
+                     "--out", str(vocab), "--no-progress"]) == 0
+    data = tmp_path / "data"
+    assert cli_main(["prepare", "--input", str(corpus), "--format", "bert", "--tokenizer", str(vocab), "--out", str(data),
+                     "--seq-len", "32", "--mode", "nsp", "--val-fraction", "0.1", "--min-doc-chars", "0",
+                     "--workers", "0", "--no-progress"]) == 0
+    run = tmp_path / "run"
+    assert cli_main(["pretrain", "--data", str(data), "--model", "tiny", "--out", str(run), "--max-steps", "3",
+                     "--batch-size", "4", "--eval-every", "3", "--no-progress", "--no-tensorboard"]) == 0
+    evals = [r for r in map(_json.loads, (run / "metrics.jsonl").read_text().splitlines()) if "val_mlm_acc" in r]
+    assert evals and "val_nsp_acc" not in evals[-1]

@@ -14,6 +14,7 @@ after the current step on SIGTERM/SIGINT (a second signal stops at once).
 
 from __future__ import annotations
 
+import itertools
 import math
 import signal
 import sys
@@ -229,29 +230,25 @@ class Trainer:
         cfg, info = self.cfg, self.info
         with preserve_rng():
             self.raw.eval()
-            batches = []
-            for b in self._loader("val"):
-                batches.append(b)
-                if cfg.eval_batches and len(batches) >= cfg.eval_batches:
-                    break
-            n = len(batches)
+            batches = itertools.islice(self._loader("val"), cfg.eval_batches or None)  # lazily: val may be big
             if cfg.fsdp:  # every rank must run the same number of (collective) forward passes
-                n = int(distributed.all_reduce(torch.tensor([float(n)]), info, op="max").item())
+                batches = list(batches)
+                most = int(distributed.all_reduce(torch.tensor([float(len(batches))]), info, op="max").item())
+                batches += [None] * (most - len(batches))  # None: a forward on pad_batch, not scored
             sums = torch.zeros(6, dtype=torch.float64)  # mlm CE, mlm n, mlm correct, nsp CE, nsp n, nsp correct
-            for i in range(n):
-                real = i < len(batches)
-                b = {k: v.to(info.device) for k, v in (batches[i] if real else pad_batch).items()}
+            for batch in batches:
+                b = {k: v.to(info.device) for k, v in (batch if batch is not None else pad_batch).items()}
                 with self.precision.autocast():
                     out = self.raw(input_ids=b["input_ids"], attention_mask=b["attention_mask"],
                                    token_type_ids=b["token_type_ids"], labels=b["labels"])
-                if not real:
+                if batch is None:
                     continue
                 logits = out.prediction_logits if self.nsp else out.logits  # (N, V)
                 target = b["labels"][b["labels"] != -100]
                 sums[0] += torch.nn.functional.cross_entropy(logits.float(), target, reduction="sum").item()
                 sums[1] += target.numel()
                 sums[2] += (logits.argmax(-1) == target).sum().item()
-                if "next_sentence_label" in b:
+                if self.nsp:  # NSP data trained with --objective mlm has labels but no NSP head
                     nsl = b["next_sentence_label"].view(-1)
                     sums[3] += torch.nn.functional.cross_entropy(out.seq_relationship_logits.float(), nsl,
                                                                  reduction="sum").item()
@@ -292,9 +289,9 @@ class Trainer:
                              "clozeformer_version": __version__}
             try:
                 ckpt_io.save_checkpoint(self.run_dir, st.step, write_model=write_model,
-                                               tokenizer_dir=self.tokenizer_dir, optimizer_state=osd,
-                                               rng_blobs=rng_blobs, trainer_state=trainer_state,
-                                               keep_last=self.cfg.keep_last)
+                                        tokenizer_dir=self.tokenizer_dir, optimizer_state=osd,
+                                        rng_blobs=rng_blobs, trainer_state=trainer_state,
+                                        keep_last=self.cfg.keep_last)
             except OSError as e:
                 prev = ckpt_io.latest_checkpoint(self.run_dir)
                 error = (f"checkpoint {ckpt_io.checkpoint_name(st.step)} was NOT written ({e}); "
