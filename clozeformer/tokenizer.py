@@ -289,7 +289,8 @@ class Tokenizer:
             input_ids=list(enc.ids), token_type_ids=list(enc.type_ids), attention_mask=list(enc.attention_mask),
             offsets=[tuple(o) for o in enc.offsets], word_ids=list(enc.word_ids),
             sequence_ids=list(enc.sequence_ids), special_tokens_mask=list(enc.special_tokens_mask),
-            tokens=list(enc.tokens), overflowing=[Tokenizer._convert(o) for o in enc.overflowing] if overflowing else [])
+            tokens=list(enc.tokens),
+            overflowing=[Tokenizer._convert(o) for o in enc.overflowing] if overflowing else [])
 
     def encode(self, text: str, pair: str | None = None, max_length: int | None = None,
                truncation: Truncation = "longest_first", add_special_tokens: bool = True,

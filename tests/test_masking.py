@@ -128,7 +128,8 @@ def test_masks_depend_only_on_key_and_position(table):
 def test_counter_rng_is_uniform_and_distinct():
     keys = sample_keys(0, 0, np.arange(2000))
     assert len(np.unique(keys)) == 2000
-    assert len(np.unique(np.concatenate([keys, sample_keys(0, 1, np.arange(2000)), sample_keys(1, 0, np.arange(2000))]))) == 6000
+    others = [sample_keys(0, 1, np.arange(2000)), sample_keys(1, 0, np.arange(2000))]
+    assert len(np.unique(np.concatenate([keys, *others]))) == 6000
     u = uniform(keys, 128, 0)
     assert u.shape == (2000, 128) and u.min() >= 0 and u.max() < 1
     assert abs(u.mean() - 0.5) < 0.005 and abs(u.std() - np.sqrt(1 / 12)) < 0.005

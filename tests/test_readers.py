@@ -61,7 +61,8 @@ def test_paragraph_format_joins_wrapped_lines():
     assert sents[0] == "CHAPTER I."
     assert sents[1].startswith("Mr. Sherlock Holmes, who was usually very late in the mornings, save upon those")
     assert sents[1].endswith("was seated at the breakfast table.")
-    assert sents[2] == "I stood upon the hearth-rug and picked up the stick which our visitor had left behind him the night before."
+    assert sents[2] == ("I stood upon the hearth-rug and picked up the stick which our visitor had left "
+                        "behind him the night before.")
     assert sents[3] == '"Well, Watson, what do you make of it?"'
     assert sents[-2] == "He turned to Dr. Mortimer, who had arrived at 10 a.m. on the 3rd."
     assert sents[-1] == "Then he spoke."
@@ -110,7 +111,8 @@ def test_wikitext_format():
 
 def test_lines_format_chinese():
     docs, _ = docs_of(FIXTURES / "corpus_lines_zh.txt")
-    assert docs == [["今天天气很好。", "我们去公园散步吧！", "你觉得怎么样？", "“好的。”", "他说。"], ["第二个文档只有一句话。"]]
+    assert docs == [["今天天气很好。", "我们去公园散步吧！", "你觉得怎么样？", "“好的。”", "他说。"],
+                    ["第二个文档只有一句话。"]]
 
 
 def test_format_override():

@@ -87,7 +87,8 @@ class PretrainDataset:
                 if self.static:
                     self.labels.append(np.load(self.dir / sh["labels"], mmap_mode="r", allow_pickle=False))
             except (OSError, ValueError, KeyError) as e:
-                raise ClozeformerError(f"{self.dir}: shard {sh.get('tokens', '?')} is missing or corrupt ({e})") from None
+                raise ClozeformerError(
+                    f"{self.dir}: shard {sh.get('tokens', '?')} is missing or corrupt ({e})") from None
             n = len(self.offsets[-1]) - 1
             if n != sh["num_sequences"] or self.offsets[-1][-1] != len(self.tokens[-1]):
                 raise ClozeformerError(f"{self.dir / sh['tokens']}: does not match its offsets/manifest (truncated?)")

@@ -179,7 +179,8 @@ def mask_tokens(input_ids: np.ndarray, keys: np.ndarray, table: TokenTable, cfg:
     return out, labels
 
 
-def pad_batch(seqs: Sequence[Sequence[int] | np.ndarray], pad_id: int, length: int | None = None) -> tuple[np.ndarray, np.ndarray]:
+def pad_batch(seqs: Sequence[Sequence[int] | np.ndarray], pad_id: int,
+              length: int | None = None) -> tuple[np.ndarray, np.ndarray]:
     """Right-pad sequences into (B, T) int64 ids and a (B, T) attention mask; T = longest (or `length`)."""
     lens = np.fromiter((len(s) for s in seqs), dtype=np.int64, count=len(seqs))
     t = int(lens.max(initial=0)) if length is None else int(length)

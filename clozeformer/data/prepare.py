@@ -27,7 +27,6 @@ Layout of DATA_DIR:
 from __future__ import annotations
 
 import collections
-import dataclasses
 import hashlib
 import os
 import random
@@ -40,7 +39,7 @@ from typing import Iterator, Literal
 
 import numpy as np
 
-from clozeformer.data.masking import IGNORE_INDEX, MaskingConfig, TokenTable, mask_tokens, pad_batch, sample_keys
+from clozeformer.data.masking import MaskingConfig, TokenTable, mask_tokens, pad_batch, sample_keys
 from clozeformer.data.readers import FORMATS, CorpusReader, Document, split_sentences
 from clozeformer.errors import ClozeformerError
 
@@ -76,7 +75,8 @@ class PrepareConfig:
     dedupe: bool = field(default=True, metadata={"help": "drop exact duplicate documents"})
     max_doc_chars: int = field(default=1_000_000, metadata={"help": "cut longer documents (books) at paragraphs"})
     shard_tokens: int = field(default=1 << 24, metadata={"help": "tokens per shard file"})
-    nsp_pool_tokens: int = field(default=1 << 22, metadata={"help": "nsp: tokens of recent documents kept for random B"})
+    nsp_pool_tokens: int = field(default=1 << 22, metadata={
+        "help": "nsp: tokens of recent documents kept for random B"})
     progress: bool = field(default=True, metadata={"help": "show a progress bar"})
 
     def __post_init__(self) -> None:
@@ -541,7 +541,8 @@ def prepare(cfg: PrepareConfig) -> dict:
                     emit(split, inst)
             bar.update(reader.disk_bytes_done() - bar.n)
             dt = max(time.perf_counter() - t_start, 1e-9)
-            bar.set_postfix_str(f"{reader.stats.bytes / dt / 1e6:.1f} MB/s text, {counts['tokens'] / dt / 1e3:.0f}k tok/s",
+            bar.set_postfix_str(f"{reader.stats.bytes / dt / 1e6:.1f} MB/s text, "
+                                f"{counts['tokens'] / dt / 1e3:.0f}k tok/s",
                                 refresh=False)
 
         try:

@@ -51,7 +51,8 @@ class TokenizerTrainConfig:
         if self.num_unused < 0:
             raise ClozeformerError(f"--num-unused {self.num_unused}: must be >= 0")
         if self.vocab_size < self.num_unused + 5 + 2:
-            raise ClozeformerError(f"--vocab-size {self.vocab_size}: too small for {self.num_unused} unused + 5 special tokens")
+            raise ClozeformerError(f"--vocab-size {self.vocab_size}: too small for {self.num_unused} unused "
+                                   "+ 5 special tokens")
 
 
 def train_tokenizer(cfg: TokenizerTrainConfig) -> tuple[Tokenizer, dict]:
