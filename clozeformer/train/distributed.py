@@ -60,9 +60,16 @@ def setup(timeout_minutes: float = 30.0) -> DistInfo:
     return DistInfo(rank, world, local_rank, device, backend)
 
 
-def teardown() -> None:
+def teardown(barrier: bool = True) -> None:
+    """Leave the process group. After a normal run the ranks first meet at a barrier: a rank that
+    exits while another is still inside a gloo collective can abort ("terminate called without
+    an active exception"). After an error there is no barrier: the other ranks may never reach it."""
     if dist.is_initialized():
-        dist.destroy_process_group()
+        try:
+            if barrier:
+                dist.barrier()
+        finally:
+            dist.destroy_process_group()
 
 
 def barrier(info: DistInfo) -> None:

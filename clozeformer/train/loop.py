@@ -363,8 +363,10 @@ class Trainer:
                 if out["_stop"]:
                     stopped_by = signal.Signals(self.stop_signal).name if self.stop_signal else "signal"
                     break
-                # no periodic checkpoint in the middle of a NaN streak: keep the last good one newest
-                if st.bad_streak == 0 and ((cfg.save_every and st.step % cfg.save_every == 0) or out["_save"]):
+                # no periodic checkpoint in the middle of a NaN streak: keep the last good one newest;
+                # none on the last step either: the final save below labels it with the stop reason
+                if (st.bad_streak == 0 and not budget.done(st.step, st.tokens, st.elapsed_s)
+                        and ((cfg.save_every and st.step % cfg.save_every == 0) or out["_save"])):
                     last_saved = self.save("periodic") or last_saved
             if stopped_by == "budget" and micro and val.get("step") != st.step:
                 val = self._eval_and_log(micro[-1])
@@ -400,7 +402,10 @@ class Trainer:
 def pretrain(cfg: PretrainConfig) -> dict[str, Any]:
     """Run (or resume) a pretraining run; returns a summary (final step, losses, checkpoint)."""
     info = distributed.setup()
+    ok = False
     try:
-        return Trainer(cfg, info).run()
+        summary = Trainer(cfg, info).run()
+        ok = True
+        return summary
     finally:
-        distributed.teardown()
+        distributed.teardown(barrier=ok)
