@@ -21,6 +21,7 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
+from synthetic import write_corpus
 from clozeformer.cli import main as cli_main
 from clozeformer.errors import ClozeformerError
 from clozeformer.train import checkpoint as ckpt_io
@@ -33,17 +34,6 @@ RUN_FLAGS = ["--max-steps", str(STEPS), "--batch-size", "16", "--lr", "1e-3", "-
              "--save-every", "3", "--eval-every", "5", "--keep-last", "10", "--no-progress", "--num-threads", "1"]
 
 
-def write_corpus(path: Path, n_docs: int, seed: int = 0) -> None:
-    rng = random.Random(seed)
-    subj = ["the cat", "a dog", "my friend", "the old man", "a small bird", "the teacher", "the king"]
-    verb = ["sees", "likes", "finds", "wants", "takes", "hears", "paints", "follows"]
-    obj = ["the red ball", "a green tree", "the big house", "an old book", "the blue sea", "a cup of tea"]
-    tail = ["in the morning", "at night", "every day", "near the river", "with great care", ""]
-    with open(path, "w", encoding="utf-8") as f:
-        for _ in range(n_docs):
-            for _ in range(rng.randint(4, 9)):
-                f.write(f"{rng.choice(subj)} {rng.choice(verb)} {rng.choice(obj)} {rng.choice(tail)}".strip() + " .\n")
-            f.write("\n")
 
 
 @pytest.fixture(scope="module")

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import random
 import signal
 import subprocess
 import sys
@@ -16,6 +15,7 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
+from synthetic import write_corpus
 from clozeformer.cli import main as cli_main
 from clozeformer.train import checkpoint as ckpt_io
 from clozeformer.train.metrics import read_metrics
@@ -27,17 +27,6 @@ COMMON = ["--max-steps", str(STEPS), "--lr", "1e-3", "--dropout", "0", "--grad-a
           "--save-every", "2", "--keep-last", "10", "--no-progress", "--num-threads", "1"]
 
 
-def write_corpus(path: Path, n_docs: int, seed: int = 0) -> None:
-    rng = random.Random(seed)
-    subj = ["the cat", "a dog", "my friend", "the old man", "a small bird", "the teacher", "the king"]
-    verb = ["sees", "likes", "finds", "wants", "takes", "hears", "paints", "follows"]
-    obj = ["the red ball", "a green tree", "the big house", "an old book", "the blue sea", "a cup of tea"]
-    tail = ["in the morning", "at night", "every day", "near the river", "with great care", ""]
-    with open(path, "w", encoding="utf-8") as f:
-        for _ in range(n_docs):
-            for _ in range(rng.randint(4, 9)):
-                f.write(f"{rng.choice(subj)} {rng.choice(verb)} {rng.choice(obj)} {rng.choice(tail)}".strip() + " .\n")
-            f.write("\n")
 
 
 @pytest.fixture(scope="module")

@@ -403,7 +403,7 @@ def test_cli_user_errors(dirs, tmp_path, capsys):
     for argv, message in cases:
         code, out, err = run_cli(argv, capsys)
         assert code == 2, argv
-        assert f"error: " in err and message in err, (argv, err)
+        assert "error: " in err and message in err, (argv, err)
         assert "Traceback" not in err
 
 

@@ -4,12 +4,12 @@ guard rails (NaN/Inf steps), config files, resume rules, precision choice and `p
 from __future__ import annotations
 
 import json
-import random
 from pathlib import Path
 
 import pytest
 import torch
 
+from synthetic import write_corpus
 from clozeformer.cli import main as cli_main
 from clozeformer.errors import ClozeformerError
 from clozeformer.model import BertForMaskedLM
@@ -20,17 +20,6 @@ from clozeformer.train.loop import pretrain
 from clozeformer.train.metrics import read_metrics
 
 
-def write_corpus(path: Path, n_docs: int, seed: int = 0) -> None:
-    rng = random.Random(seed)
-    subj = ["the cat", "a dog", "my friend", "the old man", "a small bird", "the teacher", "the king"]
-    verb = ["sees", "likes", "finds", "wants", "takes", "hears", "paints", "follows"]
-    obj = ["the red ball", "a green tree", "the big house", "an old book", "the blue sea", "a cup of tea"]
-    tail = ["in the morning", "at night", "every day", "near the river", "with great care", ""]
-    with open(path, "w", encoding="utf-8") as f:
-        for _ in range(n_docs):
-            for _ in range(rng.randint(4, 9)):
-                f.write(f"{rng.choice(subj)} {rng.choice(verb)} {rng.choice(obj)} {rng.choice(tail)}".strip() + " .\n")
-            f.write("\n")
 
 
 @pytest.fixture(scope="module")

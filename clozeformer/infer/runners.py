@@ -21,6 +21,7 @@ from typing import Literal
 import torch
 
 from clozeformer.config import BertConfig
+from clozeformer.device import resolve_device
 from clozeformer.errors import ClozeformerError
 
 #: task -> architectures that carry its head. "embed" uses the encoder of any of them.
@@ -76,18 +77,6 @@ def read_architecture(directory: Path) -> tuple[BertConfig, str]:
         raise ClozeformerError(f"{directory / 'config.json'}: architectures {arch!r} is not one of "
                                f"{', '.join(MODEL_CLASSES)}")
     return config, arch
-
-
-def resolve_device(device: str | None) -> torch.device:
-    if device is None or device == "auto":
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    try:
-        dev = torch.device(device)
-    except RuntimeError:
-        raise ClozeformerError(f"--device {device!r}: not a torch device (cpu, cuda, cuda:1, ...)") from None
-    if dev.type == "cuda" and not torch.cuda.is_available():
-        raise ClozeformerError(f"--device {device}: CUDA is not available on this machine")
-    return dev
 
 
 def native_bf16(device: torch.device) -> bool:

@@ -39,7 +39,8 @@ def load_finetuned(cfg: TaskDataConfig, model_dir: str | None):
     import torch
 
     from clozeformer.config import BertConfig
-    from clozeformer.tasks.finetune import check_vocab, load_tokenizer, model_class, pick_device
+    from clozeformer.device import resolve_device
+    from clozeformer.tasks.finetune import check_vocab, load_tokenizer, model_class
 
     if not model_dir:
         raise ClozeformerError("--model is required: a fine-tuned model directory")
@@ -63,7 +64,7 @@ def load_finetuned(cfg: TaskDataConfig, model_dir: str | None):
                                "model has 1")
     if cfg.threads:
         torch.set_num_threads(cfg.threads)
-    device = pick_device(cfg.device)
+    device = resolve_device(cfg.device)
     tokenizer = load_tokenizer(None, str(mdir))
     check_vocab(tokenizer, config, str(mdir))
     model = model_class(spec).from_pretrained(mdir, strict_heads=True).to(device).eval()

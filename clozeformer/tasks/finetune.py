@@ -24,6 +24,7 @@ import torch
 
 from clozeformer.cliutil import add_dataclass_args, dataclass_from_args, load_config_file, print_config, save_config
 from clozeformer.config import PRESETS, BertConfig
+from clozeformer.device import resolve_device
 from clozeformer.errors import ClozeformerError
 from clozeformer.tasks import features as F
 from clozeformer.tasks.common import Problems
@@ -33,17 +34,6 @@ from clozeformer.tasks.spec import TaskSpec, get_task, resolve_files
 
 
 # ----------------------------------------------------------------------------- shared loading helpers
-
-def pick_device(name: str) -> torch.device:
-    if name == "auto":
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    try:
-        device = torch.device(name)
-    except RuntimeError:
-        raise ClozeformerError(f"--device {name!r} is not a device (cpu, cuda, cuda:0, ...)") from None
-    if device.type == "cuda" and not torch.cuda.is_available():
-        raise ClozeformerError(f"--device {name}: CUDA is not available on this machine")
-    return device
 
 
 def is_preset(model: str) -> bool:
@@ -177,7 +167,7 @@ def finetune(cfg: FinetuneConfig) -> dict:
     if cfg.threads:
         torch.set_num_threads(cfg.threads)
     seed_everything(cfg.seed)
-    device = pick_device(cfg.device)
+    device = resolve_device(cfg.device)
     _autocast(cfg.precision, device)  # refuse bf16 where it is not native before any work is done
     tokenizer = load_tokenizer(cfg.tokenizer, cfg.model)
 
