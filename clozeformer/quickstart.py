@@ -42,7 +42,7 @@ def _help(text: str) -> dict:
 @dataclass
 class QuickstartConfig:
     out: str = field(default="quickstart-run", metadata=_help("output directory (nothing is written elsewhere)"))
-    minutes: float = field(default=4.0, metadata=_help("wall-clock minutes of MLM pretraining"))
+    minutes: float = field(default=6.0, metadata=_help("wall-clock minutes of MLM pretraining"))
     finetune_minutes: float = field(default=1.0, metadata=_help("wall-clock cap per fine-tuning run"))
     model: str = field(default="tiny", metadata=_help("model preset for pretraining and the scratch baseline"))
     vocab_size: int = field(default=12000, metadata=_help("WordPiece vocabulary size (English + Chinese)"))
