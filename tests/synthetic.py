@@ -20,3 +20,16 @@ def write_corpus(path: Path, n_docs: int, seed: int = 0) -> None:
                 f.write(f"{rng.choice(SUBJECTS)} {rng.choice(VERBS)} {rng.choice(OBJECTS)} "
                         f"{rng.choice(TAILS)}".strip() + " .\n")
             f.write("\n")
+
+
+def make_data_dir(root: Path, n_docs: int = 300) -> Path:
+    """Corpus -> a 120-token WordPiece vocab -> packed shards of 32 tokens, via the real CLI."""
+    from clozeformer.cli import main as cli_main
+
+    write_corpus(root / "corpus.txt", n_docs)
+    assert cli_main(["tokenizer", "train", "--input", str(root / "corpus.txt"), "--vocab-size", "120",
+                     "--num-unused", "0", "--out", str(root / "tok"), "--no-progress"]) == 0
+    assert cli_main(["prepare", "--input", str(root / "corpus.txt"), "--tokenizer", str(root / "tok"),
+                     "--out", str(root / "data"), "--seq-len", "32", "--val-fraction", "0.05",
+                     "--no-progress"]) == 0
+    return root / "data"

@@ -21,8 +21,7 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
-from synthetic import write_corpus
-from clozeformer.cli import main as cli_main
+from synthetic import make_data_dir
 from clozeformer.errors import ClozeformerError
 from clozeformer.train import checkpoint as ckpt_io
 from clozeformer.train.config import PretrainConfig
@@ -34,18 +33,9 @@ RUN_FLAGS = ["--max-steps", str(STEPS), "--batch-size", "16", "--lr", "1e-3", "-
              "--save-every", "3", "--eval-every", "5", "--keep-last", "10", "--no-progress", "--num-threads", "1"]
 
 
-
-
 @pytest.fixture(scope="module")
 def data_dir(tmp_path_factory) -> Path:
-    root = tmp_path_factory.mktemp("ckpt_data")
-    write_corpus(root / "corpus.txt", 300)
-    assert cli_main(["tokenizer", "train", "--input", str(root / "corpus.txt"), "--vocab-size", "120",
-                     "--num-unused", "0", "--out", str(root / "tok"), "--no-progress"]) == 0
-    assert cli_main(["prepare", "--input", str(root / "corpus.txt"), "--tokenizer", str(root / "tok"),
-                     "--out", str(root / "data"), "--seq-len", "32", "--val-fraction", "0.05",
-                     "--no-progress"]) == 0
-    return root / "data"
+    return make_data_dir(tmp_path_factory.mktemp("ckpt_data"))
 
 
 def command(data_dir: Path, out: Path) -> list[str]:

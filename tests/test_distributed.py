@@ -15,7 +15,7 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
-from synthetic import write_corpus
+from synthetic import make_data_dir
 from clozeformer.cli import main as cli_main
 from clozeformer.train import checkpoint as ckpt_io
 from clozeformer.train.metrics import read_metrics
@@ -27,18 +27,9 @@ COMMON = ["--max-steps", str(STEPS), "--lr", "1e-3", "--dropout", "0", "--grad-a
           "--save-every", "2", "--keep-last", "10", "--no-progress", "--num-threads", "1"]
 
 
-
-
 @pytest.fixture(scope="module")
 def data_dir(tmp_path_factory) -> Path:
-    root = tmp_path_factory.mktemp("dist_data")
-    write_corpus(root / "corpus.txt", 300)
-    assert cli_main(["tokenizer", "train", "--input", str(root / "corpus.txt"), "--vocab-size", "120",
-                     "--num-unused", "0", "--out", str(root / "tok"), "--no-progress"]) == 0
-    assert cli_main(["prepare", "--input", str(root / "corpus.txt"), "--tokenizer", str(root / "tok"),
-                     "--out", str(root / "data"), "--seq-len", "32", "--val-fraction", "0.05",
-                     "--no-progress"]) == 0
-    return root / "data"
+    return make_data_dir(tmp_path_factory.mktemp("dist_data"))
 
 
 def env() -> dict[str, str]:

@@ -20,8 +20,6 @@ from clozeformer.train.loop import pretrain
 from clozeformer.train.metrics import read_metrics
 
 
-
-
 @pytest.fixture(scope="module")
 def data(tmp_path_factory) -> dict[str, Path]:
     """A tiny WordPiece vocab trained on generated text, then packed and NSP shards (seq 32)."""

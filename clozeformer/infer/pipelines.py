@@ -18,6 +18,8 @@ The server calls preprocess per request and `run` once per micro-batch of reques
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
+
 import importlib
 import sys
 from dataclasses import dataclass, field
@@ -76,7 +78,7 @@ def check_text(index: int, value: Any, name: str = "text") -> str:
     return value
 
 
-class Pipeline:
+class Pipeline(ABC):
     task: ClassVar[str] = ""
 
     def __init__(self, runner: Runner, tokenizer, *, batch_size: int = 32, max_length: int | None = None,
@@ -104,14 +106,17 @@ class Pipeline:
         self.pad_id = tokenizer.pad_token_id
 
     # ------------------------------------------------------------------ the task's three steps
+    @abstractmethod
     def preprocess(self, items: Sequence[Any]) -> list[Example]:
-        raise NotImplementedError
+        ...
 
+    @abstractmethod
     def forward(self, batch: Batch, windows: list[Window]) -> list[Any]:
-        raise NotImplementedError
+        ...
 
+    @abstractmethod
     def postprocess(self, example: Example, outputs: list[Any]) -> Any:
-        raise NotImplementedError
+        ...
 
     # ------------------------------------------------------------------ shared machinery
     def check_length(self, index: int, enc) -> bool:

@@ -14,6 +14,8 @@ Outputs are fp32 CPU tensors whatever the model runs in.
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
+
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
@@ -110,7 +112,7 @@ class Batch:
     token_type_ids: torch.Tensor
 
 
-class Runner:
+class Runner(ABC):
     """What the pipelines need from a backend (see module docstring)."""
 
     backend: str = ""
@@ -118,17 +120,21 @@ class Runner:
     architecture: str
     config: BertConfig
 
+    @abstractmethod
     def hidden(self, batch: Batch) -> torch.Tensor:
-        raise NotImplementedError
+        ...
 
+    @abstractmethod
     def mlm_logits(self, batch: Batch, flat_positions: torch.Tensor) -> torch.Tensor:
-        raise NotImplementedError
+        ...
 
+    @abstractmethod
     def logits(self, batch: Batch) -> torch.Tensor:
-        raise NotImplementedError
+        ...
 
+    @abstractmethod
     def span_logits(self, batch: Batch) -> tuple[torch.Tensor, torch.Tensor]:
-        raise NotImplementedError
+        ...
 
     def describe(self) -> dict:
         return {"backend": self.backend, "architecture": self.architecture}
