@@ -372,6 +372,11 @@ class BertForMaskedLM(PreTrainedModel):
         return MaskedLMOutput(loss, logits, out.last_hidden_state)
 
 
+def head_dropout(cfg: BertConfig) -> float:
+    """Dropout before a task head: classifier_dropout when set, else hidden_dropout_prob (HF's rule)."""
+    return cfg.classifier_dropout if cfg.classifier_dropout is not None else cfg.hidden_dropout_prob
+
+
 def classification_loss(cfg: BertConfig, logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
     """HF's rule: 1 label -> regression (MSE); integer labels -> cross-entropy; else multi-label BCE."""
     problem = cfg.problem_type
@@ -399,8 +404,7 @@ class BertForSequenceClassification(PreTrainedModel):
     def __init__(self, config: BertConfig):
         super().__init__(config)
         self.bert = BertModel(config)
-        p = config.classifier_dropout if config.classifier_dropout is not None else config.hidden_dropout_prob
-        self.dropout = nn.Dropout(p)
+        self.dropout = nn.Dropout(head_dropout(config))
         self.classifier = nn.Linear(config.hidden_size, config.num_labels)
         self.post_init()
 
@@ -417,8 +421,7 @@ class BertForTokenClassification(PreTrainedModel):
     def __init__(self, config: BertConfig):
         super().__init__(config)
         self.bert = BertModel(config, add_pooling_layer=False)
-        p = config.classifier_dropout if config.classifier_dropout is not None else config.hidden_dropout_prob
-        self.dropout = nn.Dropout(p)
+        self.dropout = nn.Dropout(head_dropout(config))
         self.classifier = nn.Linear(config.hidden_size, config.num_labels)
         self.post_init()
 
@@ -467,8 +470,7 @@ class BertForMultipleChoice(PreTrainedModel):
     def __init__(self, config: BertConfig):
         super().__init__(config)
         self.bert = BertModel(config)
-        p = config.classifier_dropout if config.classifier_dropout is not None else config.hidden_dropout_prob
-        self.dropout = nn.Dropout(p)
+        self.dropout = nn.Dropout(head_dropout(config))
         self.classifier = nn.Linear(config.hidden_size, 1)
         self.post_init()
 
