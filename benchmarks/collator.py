@@ -104,7 +104,7 @@ def main() -> None:
         attn = {id(p[0]): p[1] for p in padded}
         cfg = MaskingConfig(whole_word=ww)
 
-        def array_path(ids, cfg=cfg):
+        def array_path(ids, cfg=cfg, attn=attn):
             m, lab = mask_tokens(ids, sample_keys(0, 0, np.arange(ids.shape[0])), table, cfg, attn[id(ids)])
             return torch.from_numpy(m), torch.from_numpy(lab)
 

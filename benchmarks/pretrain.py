@@ -194,7 +194,8 @@ def wallclock(args) -> None:
     rows = []
     s = ours["summary"]
     rows.append(("clozeformer", s["step"], s["tokens"], s["elapsed_s"], val_mlm(fwd_ours, args.data, batch, args.eval_batches)))
-    rows.append(("transformers", hf["steps"], hf["tokens"], hf["elapsed_s"], val_mlm(fwd_hf, args.data, batch, args.eval_batches)))
+    rows.append(("transformers", hf["steps"], hf["tokens"], hf["elapsed_s"],
+                 val_mlm(fwd_hf, args.data, batch, args.eval_batches)))
     print(f"\n{preset}, {minutes:g} min each, batch {batch} x {manifest['seq_len']}, lr {args.lr} "
           f"(warmup {args.warmup_steps} steps, linear decay to the deadline), fp32, {args.threads} threads\n")
     print("| trainer | steps | tokens | tokens/s | val MLM loss | val MLM acc | val ppl |")

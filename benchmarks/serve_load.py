@@ -122,7 +122,7 @@ class Connection:
         self.reader, self.writer = reader, writer
 
     @classmethod
-    async def open(cls, url: str) -> "Connection":
+    async def open(cls, url: str) -> Connection:
         host, port = url.removeprefix("http://").split(":")
         return cls(*await asyncio.open_connection(host, int(port)))
 

@@ -67,7 +67,7 @@ def main() -> None:
         opt_hf = torch.optim.AdamW(hf.parameters(), lr=1e-4)
         batch = make_batch(B, args.seq_len, cfg.vocab_size)
 
-        def step(model, opt):
+        def step(model, opt, batch=batch):
             t0 = time.perf_counter()
             loss = model(**batch).loss
             loss.backward()

@@ -17,7 +17,8 @@ from clozeformer.errors import ClozeformerError
 
 #: verb -> (module, one-line help). The registry of the CLI; modules are imported lazily.
 COMMANDS: dict[str, tuple[str, str]] = {
-    "quickstart": ("clozeformer.quickstart", "the whole road in minutes on the bundled corpus: vocab, pretrain, cloze, fine-tune"),
+    "quickstart": ("clozeformer.quickstart",
+                   "the whole road in minutes on the bundled corpus: vocab, pretrain, cloze, fine-tune"),
     "experiment": ("clozeformer.experiments", "test BERT's claims: pretrain-vs-scratch, mlm-vs-clm, nsp-ablation"),
     "demo": ("clozeformer.demo", "build a tiny BERT, save it, reload it here and in transformers"),
     "tokenizer": ("clozeformer.data.tokenizer_cli", "train a WordPiece vocab from corpora (tokenizer train)"),

@@ -101,7 +101,7 @@ class BertConfig:
 
     # ------------------------------------------------------------------ presets
     @classmethod
-    def preset(cls, name: str, **overrides: Any) -> "BertConfig":
+    def preset(cls, name: str, **overrides: Any) -> BertConfig:
         """A named size: tiny, mini, small, medium, base, large (FFN = 4 x hidden)."""
         if name not in PRESETS:
             raise ClozeformerError(f"unknown model preset {name!r}; choose one of {', '.join(PRESETS)}")
@@ -132,7 +132,7 @@ class BertConfig:
         return d
 
     @classmethod
-    def from_dict(cls, d: dict[str, Any], source: str = "config") -> "BertConfig":
+    def from_dict(cls, d: dict[str, Any], source: str = "config") -> BertConfig:
         d = dict(d)
         model_type = d.pop("model_type", "bert")
         if model_type != "bert":
@@ -151,7 +151,7 @@ class BertConfig:
             raise ClozeformerError(f"{source}: {e}") from None
 
     @classmethod
-    def from_json_file(cls, path: str | Path) -> "BertConfig":
+    def from_json_file(cls, path: str | Path) -> BertConfig:
         path = Path(path)
         if not path.is_file():
             raise ClozeformerError(f"{path}: no such config file")
@@ -164,7 +164,7 @@ class BertConfig:
         return cls.from_dict(d, source=str(path))
 
     @classmethod
-    def from_pretrained(cls, path: str | Path) -> "BertConfig":
+    def from_pretrained(cls, path: str | Path) -> BertConfig:
         path = Path(path)
         return cls.from_json_file(path / "config.json" if path.is_dir() else path)
 
@@ -176,5 +176,5 @@ class BertConfig:
 
         atomic_write_text(Path(directory) / "config.json", self.to_json_string())
 
-    def copy(self, **changes: Any) -> "BertConfig":
+    def copy(self, **changes: Any) -> BertConfig:
         return dataclasses.replace(self, **changes)

@@ -19,8 +19,10 @@ import json
 import math
 import statistics
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from clozeformer.cliutil import add_dataclass_args, dataclass_from_args, print_config, save_config
 from clozeformer.errors import ClozeformerError
@@ -46,6 +48,11 @@ class ExperimentConfig:
     model: str = field(default="mini", metadata=_help("architecture preset of the pretrained models"))
     budget_minutes: float = field(default=10.0, metadata=_help(
         "pretraining wall-clock minutes of the first variant; the others get its step count"))
+    budget_steps: int | None = field(default=None, metadata=_help(
+        "pretraining optimizer steps for every variant (replaces --budget-minutes; same on any machine)"))
+    jobs: int = field(default=1, metadata=_help(
+        "independent runs (pretraining variants with --budget-steps, fine-tuning runs) at once, in separate "
+        "processes with --threads threads each (default 1 thread when jobs > 1); logs under OUT/logs/"))
     finetune_minutes: float = field(default=2.0, metadata=_help("wall-clock cap per fine-tuning run"))
     seeds: int = field(default=3, metadata=_help("fine-tuning seeds per (variant, task)"))
     batch_size: int = field(default=32, metadata=_help("pretraining micro-batch"))
@@ -63,8 +70,12 @@ class ExperimentConfig:
             raise ClozeformerError(f"--tasks-data {self.tasks_data!r}: not a directory of GLUE-style tasks")
         if not (self.name == "pretrain-vs-scratch" and self.pretrained) and not self.data:
             raise ClozeformerError("--data: give a prepared pretraining data dir (`clozeformer prepare`)")
-        if self.seeds < 1 or self.budget_minutes <= 0 or self.finetune_minutes <= 0:
-            raise ClozeformerError("--seeds, --budget-minutes and --finetune-minutes must be positive")
+        if self.seeds < 1 or self.budget_minutes <= 0 or self.finetune_minutes <= 0 or self.jobs < 1:
+            raise ClozeformerError("--seeds, --budget-minutes, --finetune-minutes and --jobs must be positive")
+        if self.budget_steps is not None and self.budget_steps < 1:
+            raise ClozeformerError(f"--budget-steps {self.budget_steps}: must be a positive number of steps")
+        if self.jobs > 1 and not self.threads:
+            self.threads = 1
 
 
 # ----------------------------------------------------------------------------- shared pieces
@@ -119,7 +130,7 @@ def run_pretraining(cfg: ExperimentConfig, out: Path, objective: str, max_steps:
         data=cfg.data, out=str(out), model=cfg.model, objective=objective,  # type: ignore[arg-type]
         max_time=None if max_steps else cfg.budget_minutes, max_steps=max_steps, batch_size=cfg.batch_size,
         lr=cfg.lr, warmup_steps=100, eval_every=0, eval_batches=50, seed=0, tensorboard=False, keep_last=1,
-        num_threads=cfg.threads, resume=False))
+        num_threads=cfg.threads, resume=False, progress=cfg.jobs == 1))
     return Path(summary["checkpoint"]), summary
 
 
@@ -185,7 +196,8 @@ def clm_or_mlm_pretrain(cfg: ExperimentConfig, causal: bool, steps: int | None, 
     for name in ("vocab.txt", "tokenizer_config.json"):
         if (tok_dir / name).is_file():
             (out / name).write_bytes((tok_dir / name).read_bytes())
-    return {"steps": step, "seconds": time.monotonic() - t0, "losses": losses, "dir": str(out)}
+    return {"steps": step, "seconds": time.monotonic() - t0, "losses": losses, "dir": str(out),
+            "final_loss": statistics.fmean(losses[-50:]) if losses else None}
 
 
 def finetune_pooled(cfg: ExperimentConfig, model_dir: Path, task: str, seed: int, causal: bool) -> float:
@@ -281,6 +293,65 @@ def finetune_pooled(cfg: ExperimentConfig, model_dir: Path, task: str, seed: int
     return float(scores[spec.main_metric])
 
 
+# ----------------------------------------------------------------------------- one run or N at a time
+
+def _slug(name: str) -> str:
+    return "".join(c if c.isalnum() or c in "-." else "_" for c in name).strip("_")
+
+
+def _logged(log: str, threads: int | None, fn: Callable, *args: Any) -> Any:
+    """A worker: fn(*args) with `threads` torch threads and its stdout/stderr in the file `log`."""
+    import contextlib
+
+    import torch
+
+    if threads:
+        torch.set_num_threads(threads)
+    Path(log).parent.mkdir(parents=True, exist_ok=True)
+    with open(log, "w", encoding="utf-8") as f, contextlib.redirect_stdout(f), contextlib.redirect_stderr(f):
+        return fn(*args)
+
+
+def run_many(cfg: ExperimentConfig, runs: list[tuple[str, Callable, tuple]], out: Path) -> list[Any]:
+    """Each run is (name, fn, args); returns the results in order.
+
+    --jobs 1: here, one after the other, output to the terminal. --jobs N: N spawned processes
+    (a fresh interpreter each, so no torch state is shared), output to OUT/logs/NAME.log and one
+    line here as each run ends. A failing run stops the rest and names its log.
+    """
+    if cfg.jobs == 1:
+        results = []
+        for name, fn, args in runs:
+            print(f"\n== {cfg.name}: {name} ==", flush=True)
+            results.append(fn(*args))
+            if isinstance(results[-1], float):
+                print(f"   {name}: {results[-1]:.4f}", flush=True)
+        return results
+    import multiprocessing as mp
+    from concurrent.futures import ProcessPoolExecutor, as_completed
+
+    results: list[Any] = [None] * len(runs)
+    logs = [out / "logs" / f"{_slug(name)}.log" for name, _, _ in runs]
+    print(f"{len(runs)} runs, {cfg.jobs} at a time with {cfg.threads} thread(s) each; logs in {out / 'logs'}",
+          flush=True)
+    with ProcessPoolExecutor(max_workers=min(cfg.jobs, len(runs)), mp_context=mp.get_context("spawn")) as pool:
+        futures = {pool.submit(_logged, str(logs[i]), cfg.threads, fn, *args): i
+                   for i, (_, fn, args) in enumerate(runs)}
+        for fut in as_completed(futures):
+            i = futures[fut]
+            try:
+                results[i] = fut.result()
+            except Exception as e:
+                pool.shutdown(wait=False, cancel_futures=True)
+                if isinstance(e, ClozeformerError):
+                    raise ClozeformerError(f"{runs[i][0]}: {e} (log: {logs[i]})") from e
+                raise
+            done = sum(r is not None for r in results)
+            score = f": {results[i]:.4f}" if isinstance(results[i], float) else ""
+            print(f"  [{done}/{len(runs)}] {runs[i][0]}{score}", flush=True)
+    return results
+
+
 # ----------------------------------------------------------------------------- the experiments
 
 def run(cfg: ExperimentConfig) -> dict:
@@ -294,46 +365,63 @@ def run(cfg: ExperimentConfig) -> dict:
     save_config(cfg, out / "experiment_config.json")
     pre: dict[str, dict] = {}
     t0 = time.monotonic()
+    steps = cfg.budget_steps
 
     if cfg.name == "pretrain-vs-scratch":
         if cfg.pretrained:
             pretrained = Path(cfg.pretrained)
             pre["pretrained"] = {"dir": str(pretrained), "note": "given with --pretrained"}
         else:
-            pretrained, summary = run_pretraining(cfg, out / "pretrain", "mlm", None)
-            pre["pretrained"] = {"dir": str(pretrained), "steps": summary.get("step")}
+            pretrained, summary = run_many(cfg, [("pretrain mlm", run_pretraining,
+                                                  (cfg, out / "pretrain", "mlm", steps))], out)[0]
+            pre["pretrained"] = {"dir": str(pretrained), "steps": summary.get("step"), "val": summary.get("val")}
         scratch = save_random_init(pretrained, out / "random-init", seed=0)
         variants = {"pretrained": (pretrained, False), "scratch": (scratch, False)}
-        fine = finetune_standard
+        fine: Callable | None = finetune_standard
     elif cfg.name == "nsp-ablation":
         from clozeformer.data.loader import read_manifest
 
         if read_manifest(cfg.data).get("mode") != "nsp":
             raise ClozeformerError(f"{cfg.data}: nsp-ablation needs NSP-prepared data (clozeformer prepare --mode nsp)")
-        a, sa = run_pretraining(cfg, out / "pretrain-mlm-nsp", "mlm_nsp", None)
-        b, sb = run_pretraining(cfg, out / "pretrain-mlm", "mlm", int(sa["step"]))
-        pre = {"mlm+nsp": {"dir": str(a), "steps": sa.get("step")}, "mlm": {"dir": str(b), "steps": sb.get("step")}}
+        arm_a = ("pretrain mlm+nsp", run_pretraining, (cfg, out / "pretrain-mlm-nsp", "mlm_nsp", steps))
+        if steps:  # both budgets known: the arms are independent
+            (a, sa), (b, sb) = run_many(cfg, [arm_a, ("pretrain mlm", run_pretraining,
+                                                       (cfg, out / "pretrain-mlm", "mlm", steps))], out)
+        else:  # the second arm gets the first's step count
+            (a, sa), = run_many(cfg, [arm_a], out)
+            (b, sb), = run_many(cfg, [("pretrain mlm", run_pretraining,
+                                       (cfg, out / "pretrain-mlm", "mlm", int(sa["step"])))], out)
+        pre = {"mlm+nsp": {"dir": str(a), "steps": sa.get("step"), "val": sa.get("val")},
+               "mlm": {"dir": str(b), "steps": sb.get("step"), "val": sb.get("val")}}
         variants = {"mlm+nsp": (a, False), "mlm": (b, False)}
         fine = finetune_standard
     else:  # mlm-vs-clm
-        m = clm_or_mlm_pretrain(cfg, causal=False, steps=None, out=out / "pretrain-mlm")
-        c = clm_or_mlm_pretrain(cfg, causal=True, steps=m["steps"], out=out / "pretrain-clm")
+        arm_m = ("pretrain mlm", clm_or_mlm_pretrain, (cfg, False, steps, out / "pretrain-mlm"))
+        if steps:
+            m, c = run_many(cfg, [arm_m, ("pretrain clm", clm_or_mlm_pretrain,
+                                          (cfg, True, steps, out / "pretrain-clm"))], out)
+        else:
+            m, = run_many(cfg, [arm_m], out)
+            c, = run_many(cfg, [("pretrain clm", clm_or_mlm_pretrain,
+                                 (cfg, True, m["steps"], out / "pretrain-clm"))], out)
         pre = {"mlm (bidirectional)": m, "clm (left-to-right)": c}
         variants = {"mlm (bidirectional)": (Path(m["dir"]), False), "clm (left-to-right)": (Path(c["dir"]), True)}
         fine = None
 
-    scores: dict[str, dict[str, list[float]]] = {v: {t: [] for t in cfg.tasks} for v in variants}
+    runs, keys = [], []
     for task in cfg.tasks:
         for seed in range(cfg.seeds):
             for v, (model_dir, causal) in variants.items():
-                print(f"\n== {cfg.name}: {v} / {task} / seed {seed} ==", flush=True)
+                name = f"{v} / {task} / seed {seed}"
                 if fine is None:
-                    s = finetune_pooled(cfg, model_dir, task, seed, causal)
+                    runs.append((name, finetune_pooled, (cfg, model_dir, task, seed, causal)))
                 else:
                     slug = v.replace(" ", "_").replace("+", "_")
-                    s = fine(cfg, model_dir, task, seed, out / "finetune" / f"{slug}-{task}-{seed}")
-                scores[v][task].append(s)
-                print(f"   {v} {task} seed {seed}: {s:.4f}", flush=True)
+                    runs.append((name, fine, (cfg, model_dir, task, seed, out / "finetune" / f"{slug}-{task}-{seed}")))
+                keys.append((v, task))
+    scores: dict[str, dict[str, list[float]]] = {v: {t: [] for t in cfg.tasks} for v in variants}
+    for (v, task), s in zip(keys, run_many(cfg, runs, out)):
+        scores[v][task].append(s)
     result = {"experiment": cfg.name, "config": json.loads((out / "experiment_config.json").read_text()),
               "pretraining": {k: {kk: vv for kk, vv in d.items() if kk != "losses"} for k, d in pre.items()},
               "scores": scores, "minutes": (time.monotonic() - t0) / 60}
@@ -349,8 +437,10 @@ def results_markdown(cfg: ExperimentConfig, result: dict) -> str:
     scores = result["scores"]
     variants = list(scores)
     lines = [f"### {cfg.name}", "",
-             f"Backbone `{cfg.model}`; pretraining budget {cfg.budget_minutes:g} min for the first variant "
-             f"(the others get its step count); fine-tuning <= {cfg.finetune_minutes:g} min per run, lr "
+             f"Backbone `{cfg.model}`; pretraining budget " + (
+                 f"{cfg.budget_steps} steps of {cfg.batch_size} sequences for every variant" if cfg.budget_steps else
+                 f"{cfg.budget_minutes:g} min for the first variant (the others get its step count)") +
+             f"; fine-tuning {cfg.finetune_epochs:g} epochs, <= {cfg.finetune_minutes:g} min per run, lr "
              f"{cfg.finetune_lr:g}, <= {cfg.max_train_examples} train / {cfg.max_eval_examples} dev examples; "
              f"{cfg.seeds} fine-tuning seeds; mean +- std of each task's main dev metric.", "",
              "| task | " + " | ".join(variants) + " |", "|---|" + "---|" * len(variants)]
@@ -364,6 +454,9 @@ def results_markdown(cfg: ExperimentConfig, result: dict) -> str:
     lines.append("| **average** | " + " | ".join(f"**{a:.3f}**" for a in avg) + " |")
     lines += ["", "Pretraining: " + "; ".join(
         f"{k}: {d.get('steps', '?')} steps" + (f" in {d['seconds'] / 60:.1f} min" if "seconds" in d else "")
+        + (f", val MLM accuracy {d['val']['val_mlm_acc']:.3f}" if (d.get("val") or {}).get("val_mlm_acc") else "")
+        + (f", val NSP accuracy {d['val']['val_nsp_acc']:.3f}" if (d.get("val") or {}).get("val_nsp_acc") else "")
+        + (f", final training loss {d['final_loss']:.3f}" if d.get("final_loss") else "")
         for k, d in result["pretraining"].items()), ""]
     return "\n".join(lines)
 

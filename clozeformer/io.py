@@ -13,8 +13,11 @@ import json
 import os
 import shutil
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
+
+from clozeformer.errors import ClozeformerError
 
 
 def _umask() -> int:
@@ -103,3 +106,14 @@ def atomic_dir(target: str | os.PathLike) -> Iterator[Path]:
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
+
+
+def json_object(line: str, where: str, hint: str = "") -> dict[str, Any]:
+    """One JSON object from a line of user input, or a one-line error naming `where` (FILE:LINE)."""
+    try:
+        obj = json.loads(line)
+    except json.JSONDecodeError as e:
+        raise ClozeformerError(f"{where}: invalid JSON ({e.msg}){hint}") from None
+    if not isinstance(obj, dict):
+        raise ClozeformerError(f"{where}: expected a JSON object, got {type(obj).__name__}")
+    return obj

@@ -20,9 +20,10 @@ from __future__ import annotations
 import hashlib
 import json
 import sys
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterable, Iterator, Literal, Sequence
+from typing import Literal
 
 from clozeformer.errors import ClozeformerError
 
@@ -52,7 +53,7 @@ class Encoding:
     sequence_ids: list[int | None]
     special_tokens_mask: list[int]
     tokens: list[str]
-    overflowing: list["Encoding"] = field(default_factory=list, repr=False)
+    overflowing: list[Encoding] = field(default_factory=list, repr=False)
 
     def __len__(self) -> int:
         return len(self.input_ids)
@@ -139,7 +140,7 @@ class Tokenizer:
 
     # ---------------------------------------------------------------- loading / saving
     @classmethod
-    def from_pretrained(cls, path: str | Path) -> "Tokenizer":
+    def from_pretrained(cls, path: str | Path) -> Tokenizer:
         """Load a directory holding `vocab.txt` (+ optional `tokenizer_config.json`), or a vocab file.
 
         Casing comes from `tokenizer_config.json` (`do_lower_case`) when present; otherwise it is
@@ -331,7 +332,7 @@ class Tokenizer:
     @classmethod
     def train(cls, texts: Iterable[str] | Iterator[list[str]], vocab_size: int = 30522, *, do_lower_case: bool = True,
               min_frequency: int = 2, limit_alphabet: int = 1000, num_unused: int = 99,
-              show_progress: bool = True, length: int | None = None) -> "Tokenizer":
+              show_progress: bool = True, length: int | None = None) -> Tokenizer:
         """Learn a WordPiece vocab from `texts` (strings, or batches of strings).
 
         The layout follows Google's vocabs: `[PAD]` = 0, then `num_unused` `[unusedN]` slots

@@ -20,8 +20,8 @@ import numpy as np
 import pytest
 import torch
 from safetensors.torch import load_file
-
 from synthetic import make_data_dir
+
 from clozeformer.errors import ClozeformerError
 from clozeformer.train import checkpoint as ckpt_io
 from clozeformer.train.config import PretrainConfig

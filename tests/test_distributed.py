@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 import torch
 from safetensors.torch import load_file
-
 from synthetic import make_data_dir
+
 from clozeformer.cli import main as cli_main
 from clozeformer.train import checkpoint as ckpt_io
 from clozeformer.train.metrics import read_metrics
@@ -137,7 +137,8 @@ def test_sigkill_under_torchrun_then_resume_is_exact(data_dir, runs, tmp_path):
     done = [s for s, _ in ckpt_io.list_checkpoints(out)]
     assert STEPS not in done
     res = run(torchrun(data_dir, out))
-    assert f"resuming from {out / 'checkpoints' / f'step-{max(done):06d}'}" in res.stdout, [l for l in res.stdout.splitlines() if "resum" in l]
+    assert f"resuming from {out / 'checkpoints' / f'step-{max(done):06d}'}" in res.stdout, [
+        line for line in res.stdout.splitlines() if "resum" in line]
     assert losses(out) == losses(runs["ddp"])  # bit for bit, like the uninterrupted 2-process run
     wa, wb = weights(out), weights(runs["ddp"])
     assert all(torch.equal(wa[k], wb[k]) for k in wa)

@@ -65,3 +65,26 @@ def test_experiment_errors_are_one_line(corpus_data, tmp_path, capsys):
     assert cli_main(["experiment", "mlm-vs-clm", "--data", str(corpus_data["packed"]), "--tasks-data",
                      str(tmp_path / "missing")]) == 2
     assert "not a directory of GLUE-style tasks" in capsys.readouterr().err
+
+
+@pytest.mark.slow
+def test_experiment_step_budget_runs_in_parallel_processes(corpus_data, tmp_path):
+    """--budget-steps gives every arm the same step count; --jobs 2 runs them in two processes."""
+    out = tmp_path / "par"
+    argv = ["experiment", "nsp-ablation", "--data", str(corpus_data["nsp"]), "--tasks-data", str(corpus_data["glue"]),
+            "--tasks", "sst2", "--model", "tiny", "--budget-steps", "3", "--finetune-minutes", "0.05",
+            "--finetune-epochs", "1", "--seeds", "1", "--batch-size", "8", "--jobs", "2", "--out", str(out)]
+    assert cli_main(argv) == 0
+    result = json.loads((out / "results.json").read_text())
+    assert [v["steps"] for v in result["pretraining"].values()] == [3, 3]
+    assert all(0.0 <= s[0] <= 1.0 for per_task in result["scores"].values() for s in per_task.values())
+    logs = sorted(p.name for p in (out / "logs").iterdir())
+    assert "pretrain_mlm_nsp.log" in logs and "pretrain_mlm.log" in logs and len(logs) == 4, logs
+    assert "done: 3 steps" in (out / "logs" / "pretrain_mlm.log").read_text()
+    assert "3 steps of 8 sequences for every variant" in (out / "results.md").read_text()
+
+
+def test_experiment_rejects_a_bad_step_budget(corpus_data, tmp_path, capsys):
+    assert cli_main(["experiment", "pretrain-vs-scratch", "--data", str(corpus_data["packed"]), "--tasks-data",
+                     str(corpus_data["glue"]), "--budget-steps", "0", "--out", str(tmp_path / "x")]) == 2
+    assert "--budget-steps 0: must be a positive number of steps" in capsys.readouterr().err

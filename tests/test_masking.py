@@ -6,8 +6,16 @@ import numpy as np
 import pytest
 import torch
 
-from clozeformer.data.masking import (IGNORE_INDEX, ClozeCollator, MaskingConfig, TokenTable, mask_tokens, pad_batch,
-                                      sample_keys, uniform)
+from clozeformer.data.masking import (
+    IGNORE_INDEX,
+    ClozeCollator,
+    MaskingConfig,
+    TokenTable,
+    mask_tokens,
+    pad_batch,
+    sample_keys,
+    uniform,
+)
 from clozeformer.errors import ClozeformerError
 
 # A toy vocab: specials, [unused], whole words, "##" pieces and CJK characters.

@@ -17,8 +17,14 @@ from clozeformer.config import BertConfig  # noqa: E402
 from clozeformer.errors import ClozeformerError  # noqa: E402
 from clozeformer.infer.onnx_export import ExportWrapper, export_onnx  # noqa: E402
 from clozeformer.infer.pipelines import pipeline  # noqa: E402
-from clozeformer.model import (BertForMaskedLM, BertForPreTraining, BertForQuestionAnswering,  # noqa: E402
-                               BertForSequenceClassification, BertForTokenClassification, BertModel)
+from clozeformer.model import (  # noqa: E402
+    BertForMaskedLM,
+    BertForPreTraining,
+    BertForQuestionAnswering,
+    BertForSequenceClassification,
+    BertForTokenClassification,
+    BertModel,
+)
 from clozeformer.tokenizer import Tokenizer  # noqa: E402
 
 FIXTURES = Path(__file__).parent / "fixtures"

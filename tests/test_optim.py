@@ -11,8 +11,15 @@ from clozeformer.config import BertConfig
 from clozeformer.errors import ClozeformerError
 from clozeformer.model import BertForMaskedLM
 from clozeformer.train.config import PretrainConfig
-from clozeformer.train.optim import (TIME_ESTIMATE_MIN_STEPS, Budget, Lamb, Schedule, build_optimizer,
-                                     optimizer_kernel, param_groups)
+from clozeformer.train.optim import (
+    TIME_ESTIMATE_MIN_STEPS,
+    Budget,
+    Lamb,
+    Schedule,
+    build_optimizer,
+    optimizer_kernel,
+    param_groups,
+)
 
 
 def tiny_model(seed: int = 0) -> BertForMaskedLM:

@@ -23,10 +23,16 @@ from clozeformer.cli import main as cli_main
 from clozeformer.config import BertConfig
 from clozeformer.errors import ClozeformerError
 from clozeformer.infer.index import EmbeddingIndex
-from clozeformer.infer.ner import group_entities
+from clozeformer.infer.ner import group_entities, max_context_pieces
 from clozeformer.infer.pipelines import InputError, pipeline
-from clozeformer.model import (BertForMaskedLM, BertForPreTraining, BertForQuestionAnswering,
-                               BertForSequenceClassification, BertForTokenClassification, BertModel)
+from clozeformer.model import (
+    BertForMaskedLM,
+    BertForPreTraining,
+    BertForQuestionAnswering,
+    BertForSequenceClassification,
+    BertForTokenClassification,
+    BertModel,
+)
 from clozeformer.tokenizer import Tokenizer
 
 FIXTURES = Path(__file__).parent / "fixtures"
@@ -295,7 +301,60 @@ def test_qa_sliding_windows_and_question_limits(dirs):
         pipeline("qa", dirs["cls"])
 
 
+def test_qa_no_answer_when_cls_beats_every_span(dirs, tok, tmp_path, capsys):
+    """[CLS] made to point at itself (a v2.0-style model): no answer unless the context has one."""
+    model = BertForQuestionAnswering.from_pretrained(dirs["qa"])
+    with torch.no_grad():
+        u = model.qa_outputs.weight  # rows: the start and end directions
+        v = torch.randn(128, generator=torch.Generator().manual_seed(3))
+        v = v - v.mean()
+        v = v - (u @ v) @ u  # orthogonal to both (they are orthonormal and zero-mean)
+        cls = 0.6 * (u[0] + u[1]) / math.sqrt(2) + 0.8 * v / v.norm()  # weaker on start/end than "paris"
+        model.bert.embeddings.word_embeddings.weight[tok.cls_token_id] = 50 * cls
+    qa_dir = save(model, tok, tmp_path / "qa-v2")
+    question = "Where does he live?"
+    no_answer = "He works as a baker and reads a book every day."
+    strict = pipeline("qa", qa_dir, allow_no_answer=True)
+    assert strict((question, "He lives in Paris.")) | {"score": 0} == {
+        "answer": "Paris", "start": 12, "end": 17, "score": 0, "windows": 1, "truncated": False}
+    res = strict((question, no_answer))
+    assert (res["answer"], res["start"], res["end"]) == ("", 0, 0) and res["score"] > 0.5
+    assert pipeline("qa", qa_dir)((question, no_answer))["answer"] != ""  # the default always answers
+    windowed = pipeline("qa", qa_dir, allow_no_answer=True, max_length=32, doc_stride=8, max_question_length=10)
+    res = windowed((question, no_answer * 6 + "Then he moved to Paris. " + no_answer * 2))
+    assert res["answer"] == "Paris" and res["windows"] > 3  # an answer in one window beats [CLS] in all
+    code, out, _ = run_cli(["qa", "--model", str(qa_dir), "--question", question, "--context", no_answer,
+                            "--allow-no-answer"], capsys)
+    assert code == 0 and out.startswith("(no answer)")
+
+
 # ----------------------------------------------------------------------------- ner
+
+def test_ner_long_texts_are_windowed_not_truncated(dirs):
+    sentence = "John Smith met Johnson in New York and Paris. "
+    text = sentence * 6
+    whole = pipeline("ner", dirs["ner"])(text)
+    assert whole["windows"] == 1
+    expected = [(e["type"], e["text"], e["start"] + k * len(sentence), e["end"] + k * len(sentence))
+                for k in range(6) for e in read_jsonl("infer_ner.jsonl")[0]["entities"]]
+    assert [(e["type"], e["text"], e["start"], e["end"]) for e in whole["entities"]] == expected
+    for stride in (0, 3, 7):
+        res = pipeline("ner", dirs["ner"], max_length=16, stride=stride)(text)
+        assert res["windows"] > 5 and res["truncated"] is False
+        assert [(e["type"], e["text"], e["start"], e["end"]) for e in res["entities"]] == expected, stride
+    with pytest.raises(ClozeformerError, match="longer than the maximum of 16 tokens"):
+        pipeline("ner", dirs["ner"], max_length=16, overlong="reject")(text)
+    with pytest.raises(ClozeformerError, match="stride=8: must be between 0 and half"):
+        pipeline("ner", dirs["ner"], max_length=16, stride=8)
+
+
+def test_ner_reads_each_word_in_its_max_context_window():
+    w0, w1 = [None, 0, 1, 2, 3, 4, None], [None, 2, 3, 4, 5, 6, None]
+    got = max_context_pieces([w0, w1])
+    assert got == {0: (0, [1]), 1: (0, [2]), 2: (0, [3]), 3: (0, [4]), 4: (1, [3]), 5: (1, [4]), 6: (1, [5])}
+    # word 1 is cut at the end of window 0 (2 of its 3 pieces): window 1 has it whole
+    assert max_context_pieces([[None, 0, 1, 1, None], [None, 1, 1, 1, 2, None]])[1] == (1, [1, 2, 3])
+
 
 def test_ner_exact_entities_on_fixtures(dirs):
     pipe = pipeline("ner", dirs["ner"])
@@ -372,7 +431,7 @@ def test_cli_reads_stdin(dirs, capsys, monkeypatch):
     import io
     import sys
 
-    stdin = io.TextIOWrapper(io.BytesIO("good movie\n\nbad film\tvery long\n".encode()), encoding="utf-8")
+    stdin = io.TextIOWrapper(io.BytesIO(b"good movie\n\nbad film\tvery long\n"), encoding="utf-8")
     monkeypatch.setattr(sys, "stdin", stdin)
     code, out, _ = run_cli(["classify", "--model", str(dirs["cls"]), "--json", "--no-progress"], capsys)
     rows = [json.loads(line) for line in out.splitlines()]

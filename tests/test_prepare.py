@@ -125,7 +125,7 @@ def test_nsp_short_seq_prob():
         rng = random.Random(1)
         b = NspBuilder(seq_len=64, cls_id=1, sep_id=2, rng=rng, short_seq_prob=p, pool_tokens=100_000)
         lengths = []
-        for d in range(60):  # long documents, so document ends rarely cut a pair short
+        for _d in range(60):  # long documents, so document ends rarely cut a pair short
             lens = [rng.randint(3, 12) for _ in range(80)]
             doc = np.split(np.arange(sum(lens), dtype=np.uint32) + 10, np.cumsum(lens)[:-1])
             lengths += [len(i.tokens) for i in b.add_document(doc)]

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 import torch
-
 from synthetic import write_corpus
+
 from clozeformer.cli import main as cli_main
 from clozeformer.errors import ClozeformerError
 from clozeformer.model import BertForMaskedLM
@@ -72,7 +72,8 @@ def test_cli_learns_logs_and_saves_an_hf_checkpoint(data, tmp_path, capsys):
     ckpt = out / "checkpoints" / "step-000040"
     assert [s for s, _ in ckpt_io.list_checkpoints(out)] == [20, 40]
     ours = BertForMaskedLM.from_pretrained(ckpt).eval()
-    from transformers import BertForMaskedLM as HFBertForMaskedLM, BertTokenizerFast
+    from transformers import BertForMaskedLM as HFBertForMaskedLM
+    from transformers import BertTokenizerFast
 
     hf = HFBertForMaskedLM.from_pretrained(str(ckpt)).eval()
     tok = BertTokenizerFast.from_pretrained(str(ckpt))
@@ -257,7 +258,7 @@ def test_mlm_objective_on_nsp_data_trains_and_evaluates(tmp_path):
     words = "alpha beta gamma delta epsilon zeta eta theta iota kappa lambda mu".split()
     rng = __import__("random").Random(0)
     docs = []
-    for d in range(40):
+    for _d in range(40):
         sents = [" ".join(rng.choice(words) for _ in range(rng.randint(5, 12))) + " ." for _ in range(8)]
         docs.append("\n".join(sents))
     corpus.write_text("\n\n".join(docs) + "\n", encoding="utf-8")

@@ -24,8 +24,12 @@ pytest.importorskip("uvicorn")
 
 from clozeformer.config import BertConfig  # noqa: E402
 from clozeformer.infer.pipelines import pipeline  # noqa: E402
-from clozeformer.model import (BertForMaskedLM, BertForQuestionAnswering, BertForSequenceClassification,  # noqa: E402
-                               BertForTokenClassification)
+from clozeformer.model import (  # noqa: E402
+    BertForMaskedLM,
+    BertForQuestionAnswering,
+    BertForSequenceClassification,
+    BertForTokenClassification,
+)
 from clozeformer.tokenizer import Tokenizer  # noqa: E402
 
 FIXTURES = Path(__file__).parent / "fixtures"

@@ -21,8 +21,9 @@ bit for bit, with no generator state to save.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Literal, Sequence
+from typing import Literal
 
 import numpy as np
 
@@ -91,7 +92,7 @@ class TokenTable:
     replacement_ids: np.ndarray  # ids a chosen token may be swapped for: no specials, no [unusedN]
 
     @classmethod
-    def from_tokens(cls, tokens: Sequence[str], special_ids: dict[str, int]) -> "TokenTable":
+    def from_tokens(cls, tokens: Sequence[str], special_ids: dict[str, int]) -> TokenTable:
         v = len(tokens)
         never = np.zeros(v, dtype=bool)
         never[[special_ids["pad"], special_ids["cls"], special_ids["sep"], special_ids["mask"]]] = True
@@ -104,7 +105,7 @@ class TokenTable:
         return cls(special_ids["mask"], special_ids["pad"], never, cont, repl.astype(np.int64))
 
     @classmethod
-    def from_tokenizer(cls, tok) -> "TokenTable":
+    def from_tokenizer(cls, tok) -> TokenTable:
         return cls.from_tokens(tok.convert_ids_to_tokens(range(tok.vocab_size)), tok.special_ids)
 
 

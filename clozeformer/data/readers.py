@@ -32,9 +32,10 @@ import json
 import os
 import re
 import zlib
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field, fields
 from pathlib import Path
-from typing import Iterable, Iterator, Sequence, TextIO
+from typing import TextIO
 
 from clozeformer.errors import ClozeformerError
 

@@ -13,9 +13,9 @@ from __future__ import annotations
 import argparse
 import sys
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterator
 
 from clozeformer.cliutil import add_dataclass_args, dataclass_from_args, load_config_file, print_config, save_config
 from clozeformer.data.readers import FORMATS, CorpusReader

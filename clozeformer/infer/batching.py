@@ -9,7 +9,7 @@ results come back in the caller's order.
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 import numpy as np
 import torch

@@ -12,8 +12,9 @@ plus "truncated" on every result. Label names come from config.json `id2label`.
 from __future__ import annotations
 
 import argparse
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, Sequence
+from typing import Any
 
 from clozeformer.errors import ClozeformerError
 from clozeformer.infer import cli

@@ -15,12 +15,14 @@ import argparse
 import contextlib
 import json
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Literal
+from typing import Any, Literal
 
 from clozeformer.cliutil import add_dataclass_args, dataclass_from_args, load_config_file, print_config, save_config
 from clozeformer.errors import ClozeformerError
+from clozeformer.io import json_object
 
 
 @dataclass
@@ -40,7 +42,7 @@ class PredictConfig:
     max_length: int | None = field(default=None, metadata={"help": "max tokens per sequence (default: "
                                                                     "the model's maximum, at most 512)"})
     overlong: Literal["truncate", "reject"] = field(default="truncate", metadata={
-        "help": "inputs over max_length: truncate (and flag it) or reject"})
+        "help": "inputs over max_length: truncate (and flag it; qa and ner use windows instead) or reject"})
     backend: Literal["torch", "onnx"] = field(default="torch", metadata={"help": "run in PyTorch or ONNX Runtime"})
     onnx: str | None = field(default=None, metadata={"help": "ONNX file for --backend onnx (default MODEL/model.onnx)"})
     device: str | None = field(default=None, metadata={"help": "cpu, cuda, cuda:1 (default: cuda if available)"})
@@ -141,12 +143,7 @@ def read_records(cfg: PredictConfig, from_fields: Callable[[dict, str], Any],
             value = text_line(line, source)
             records.append(Record(source, value, echo_of(value)))
             continue
-        try:
-            obj = json.loads(line)
-        except json.JSONDecodeError as e:
-            raise ClozeformerError(f"{source}: invalid JSON ({e.msg})") from None
-        if not isinstance(obj, dict):
-            raise ClozeformerError(f"{source}: expected a JSON object")
+        obj = json_object(line, source)
         value = from_fields(obj, source)
         echo = ({"id": obj["id"]} if "id" in obj else {}) | echo_of(value)
         records.append(Record(source, value, echo))

@@ -12,8 +12,9 @@ search (`clozeformer embed --build-index INDEX --input corpus.txt`).
 from __future__ import annotations
 
 import argparse
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal, Sequence
+from typing import Any, Literal
 
 import numpy as np
 import torch

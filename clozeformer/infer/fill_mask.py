@@ -13,8 +13,9 @@ vocabulary logits are computed only at the [MASK] rows (N x V instead of B x T x
 from __future__ import annotations
 
 import argparse
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, Sequence
+from typing import Any
 
 import torch
 

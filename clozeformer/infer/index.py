@@ -18,9 +18,10 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -46,7 +47,7 @@ class EmbeddingIndex:
 
     @classmethod
     def build(cls, pipe, texts: Sequence[str], ids: Sequence[Any] | None = None,
-              progress: bool = False) -> "EmbeddingIndex":
+              progress: bool = False) -> EmbeddingIndex:
         """Embed `texts` with an EmbedPipeline (normalised vectors) and hold them with their ids."""
         if not pipe.normalize:
             raise ClozeformerError("an index needs L2-normalised embeddings (normalize=True)")
@@ -78,7 +79,7 @@ class EmbeddingIndex:
         return directory
 
     @classmethod
-    def load(cls, directory: str | Path) -> "EmbeddingIndex":
+    def load(cls, directory: str | Path) -> EmbeddingIndex:
         directory = Path(directory)
         if not directory.is_dir():
             raise ClozeformerError(f"{directory}: no such index directory (build one with "

@@ -12,13 +12,20 @@ its first piece's start to its last piece's end. Words then join into entities: 
 one, I-X continues an open X (and, leniently, opens one after O or another type, as seqeval's
 default mode reads it), O closes. A label without a B-/I- prefix behaves as I-. An entity's
 score is the mean of its words' scores.
+
+A text longer than the model's window is cut into overlapping windows (consecutive windows
+share `stride` tokens; by default a quarter of a window, at most 32), so no word goes
+unlabelled. Each word is read in the window where it is whole and farthest from an edge (most
+context on both sides), as BERT's SQuAD recipe picks a token's "max context" window.
+`overlong="reject"` refuses such texts instead.
 """
 
 from __future__ import annotations
 
 import argparse
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal, Sequence
+from typing import Any, Literal
 
 from clozeformer.errors import ClozeformerError
 from clozeformer.infer import cli
@@ -60,43 +67,76 @@ def group_entities(words: Sequence[tuple[str, float, int, int]]) -> list[dict]:
 class NerPipeline(Pipeline):
     task = "ner"
 
-    def __init__(self, runner, tokenizer, *, aggregation: Aggregation = "first", **kwargs: Any) -> None:
+    def __init__(self, runner, tokenizer, *, aggregation: Aggregation = "first", stride: int | None = None,
+                 **kwargs: Any) -> None:
         super().__init__(runner, tokenizer, **kwargs)
         if aggregation not in ("first", "average"):
             raise ClozeformerError(f"aggregation={aggregation!r}: choose first or average")
+        if stride is None:  # a quarter of a window, at most 32 tokens
+            stride = min(32, (self.max_length - 2) // 4)
+        if not 0 <= stride <= (self.max_length - 2) // 2:
+            raise ClozeformerError(f"stride={stride}: must be between 0 and half a window's text tokens "
+                                   f"({(self.max_length - 2) // 2} for max_length {self.max_length})")
         self.aggregation = aggregation
+        self.stride = stride
         self.labels = label_names(self.config)
+        self.backend.enable_truncation(self.max_length, stride=stride, strategy="longest_first")
 
     def preprocess(self, items: Sequence[Any]) -> list[Example]:
         texts = [check_text(i, t) for i, t in enumerate(items)]
-        return [Example([Window(enc.ids, enc.type_ids, {"offsets": enc.offsets, "word_ids": enc.word_ids})],
-                        {"text": text, "truncated": self.check_length(i, enc)})
-                for i, (text, enc) in enumerate(zip(texts, self.backend.encode_batch(texts)))]
+        examples = []
+        for i, (text, enc) in enumerate(zip(texts, self.backend.encode_batch(texts))):
+            self.check_length(i, enc)  # raises for overlong="reject"; otherwise the windows cover it all
+            windows = [Window(e.ids, e.type_ids, {"offsets": e.offsets, "word_ids": e.word_ids})
+                       for e in (enc, *enc.overflowing)]
+            examples.append(Example(windows, {"text": text}))
+        return examples
 
     def forward(self, batch: Batch, windows: list[Window]) -> list[Any]:
         probs = self.runner.logits(batch).softmax(-1)  # (B, T, K)
         return [probs[b, :len(w.input_ids)] for b, w in enumerate(windows)]
 
     def postprocess(self, example: Example, outputs: list[Any]) -> dict:
-        probs = outputs[0]  # (T, K)
-        data = example.windows[0].data
-        pieces: dict[int, list[int]] = {}  # word -> its token indices, in order
-        for t, word in enumerate(data["word_ids"]):
-            if word is not None:
-                pieces.setdefault(word, []).append(t)
         words = []
-        for tokens in pieces.values():
+        chosen = max_context_pieces([w.data["word_ids"] for w in example.windows])
+        for _, (w, tokens) in sorted(chosen.items()):  # in word order
+            probs, offsets = outputs[w], example.windows[w].data["offsets"]  # (T, K), T offsets
             p = probs[tokens[0]] if self.aggregation == "first" else probs[tokens].mean(0)
             k = int(p.argmax())
-            words.append((self.labels[k], float(p[k]), data["offsets"][tokens[0]][0], data["offsets"][tokens[-1]][1]))
+            words.append((self.labels[k], float(p[k]), offsets[tokens[0]][0], offsets[tokens[-1]][1]))
         entities = group_entities(words)
         text = example.data["text"]
         return {"entities": [{"type": e["type"], "text": text[e["start"]:e["end"]], "score": e["score"],
                               "start": e["start"], "end": e["end"]} for e in entities],
-                "truncated": example.data["truncated"]}
+                "windows": len(example.windows), "truncated": False}
 
     def describe(self) -> dict:
-        return {**super().describe(), "aggregation": self.aggregation, "labels": self.labels}
+        return {**super().describe(), "aggregation": self.aggregation, "stride": self.stride, "labels": self.labels}
+
+
+def max_context_pieces(windows: Sequence[Sequence[int | None]]) -> dict[int, tuple[int, list[int]]]:
+    """word -> (window, the word's token indices there), from each window's word ids.
+
+    A word at a window's edge may be cut (its other pieces in the neighbouring window), so the
+    chosen window is one where the word has all its pieces (the most any window has), and among
+    those the one with the most tokens between the word and the nearer edge of the window's text.
+    """
+    seen: dict[int, list[tuple[int, int, list[int]]]] = {}  # word -> [(window, context, tokens)]
+    for w, word_ids in enumerate(windows):
+        real = [t for t, word in enumerate(word_ids) if word is not None]
+        if not real:
+            continue
+        pieces: dict[int, list[int]] = {}
+        for t in real:
+            pieces.setdefault(word_ids[t], []).append(t)
+        for word, tokens in pieces.items():
+            seen.setdefault(word, []).append((w, min(tokens[0] - real[0], real[-1] - tokens[-1]), tokens))
+    best = {}
+    for word, options in seen.items():
+        most = max(len(tokens) for _, _, tokens in options)
+        w, _, tokens = max((o for o in options if len(o[2]) == most), key=lambda o: o[1])
+        best[word] = (w, tokens)
+    return best
 
 
 # ----------------------------------------------------------------------------- CLI verb
@@ -105,6 +145,8 @@ class NerPipeline(Pipeline):
 class NerConfig(cli.PredictConfig):
     aggregation: Aggregation = field(default="first", metadata={
         "help": "a word's label: its first piece's, or the argmax of its pieces' mean"})
+    stride: int | None = field(default=None, metadata={
+        "help": "tokens shared by consecutive windows of a long text (default: a quarter window, <= 32)"})
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -120,5 +162,5 @@ def _as_text(record: cli.Record, result: dict) -> str:
 
 def main(args: argparse.Namespace) -> int:
     cfg = cli.config_from_args(NerConfig, args)
-    return cli.predict_main("ner", cfg, {"aggregation": cfg.aggregation},
+    return cli.predict_main("ner", cfg, {"aggregation": cfg.aggregation, "stride": cfg.stride},
                             lambda obj, src: cli.require_field(obj, "text", src), lambda line, src: line, _as_text)

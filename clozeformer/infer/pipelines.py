@@ -10,21 +10,22 @@ A task is three steps; `Pipeline.run` owns everything between them:
     forward(batch, ws) -> [output]    one model call on a padded batch; one output per window
     postprocess(ex, outs) -> result   per example, JSON-ready (plain dicts, lists, floats)
 
-An Example holds one or more Windows (model rows): QA cuts a long context into overlapping
-windows, the other tasks use one. `run` flattens the windows of all examples, cuts
+An Example holds one or more Windows (model rows): QA cuts a long context and NER a long text
+into overlapping windows (nothing is lost; `overlong="reject"` refuses them instead); the other
+tasks use one window and truncate (or reject) what does not fit. `run` flattens the windows of all examples, cuts
 length-sorted batches padded to their own longest row (batching.py), and routes outputs back.
 The server calls preprocess per request and `run` once per micro-batch of requests.
 """
 
 from __future__ import annotations
 
-from abc import ABC, abstractmethod
-
 import importlib
 import sys
+from abc import ABC, abstractmethod
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, ClassVar, Literal, Sequence
+from typing import Any, ClassVar, Literal
 
 import torch
 from tokenizers import Tokenizer as Backend

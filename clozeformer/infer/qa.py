@@ -10,13 +10,18 @@ each window is scored, and the best span of any window wins. In a window, the sp
 p_start(i) * p_end(j) with both softmaxes over the context tokens, i <= j < i +
 max_answer_length. A question longer than `max_question_length` tokens is truncated (flagged)
 or rejected, by `overlong`.
+
+With `allow_no_answer=True` (for SQuAD v2.0-style models, trained to point at [CLS] when the
+context holds no answer) the softmaxes also cover [CLS], and the answer is "" (start = end = 0)
+when p_start([CLS]) * p_end([CLS]), at its lowest over the windows, beats the best span.
 """
 
 from __future__ import annotations
 
 import argparse
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, Sequence
+from typing import Any
 
 import torch
 from tokenizers import Tokenizer as Backend
@@ -43,7 +48,11 @@ def split_qa(index: int, item: Any) -> tuple[str, str]:
 
 def best_span(start_logits: torch.Tensor, end_logits: torch.Tensor, max_answer_length: int) -> tuple[int, int, float]:
     """(i, j, p_start(i) * p_end(j)) maximised over i <= j < i + max_answer_length; inputs (L,)."""
-    p_start, p_end = start_logits.softmax(-1), end_logits.softmax(-1)
+    return best_span_of_probs(start_logits.softmax(-1), end_logits.softmax(-1), max_answer_length)
+
+
+def best_span_of_probs(p_start: torch.Tensor, p_end: torch.Tensor, max_answer_length: int) -> tuple[int, int, float]:
+    """`best_span` on probabilities already normalised (over the context, or over [CLS] + context)."""
     scores = p_start[:, None] * p_end[None, :]  # (L, L): row = start, column = end
     L = scores.shape[0]
     ones = torch.ones(L, L, dtype=torch.bool)
@@ -57,7 +66,7 @@ class QuestionAnsweringPipeline(Pipeline):
     task = "qa"
 
     def __init__(self, runner, tokenizer, *, doc_stride: int = 128, max_answer_length: int = 30,
-                 max_question_length: int = 64, **kwargs: Any) -> None:
+                 max_question_length: int = 64, allow_no_answer: bool = False, **kwargs: Any) -> None:
         super().__init__(runner, tokenizer, **kwargs)
         room = self.max_length - max_question_length - 3  # context tokens a window has at least
         if max_question_length < 1 or room < 2:
@@ -72,6 +81,7 @@ class QuestionAnsweringPipeline(Pipeline):
         self.doc_stride = doc_stride
         self.max_answer_length = max_answer_length
         self.max_question_length = max_question_length
+        self.allow_no_answer = allow_no_answer
         self.question_backend = Backend.from_str(self.backend.to_str())  # measures questions, uncut
         self.question_backend.no_truncation()
         # windows: truncate only the context, overflow into further windows sharing doc_stride tokens
@@ -104,23 +114,31 @@ class QuestionAnsweringPipeline(Pipeline):
 
     def forward(self, batch: Batch, windows: list[Window]) -> list[Any]:
         start, end = self.runner.span_logits(batch)  # (B, T) each
-        return [(start[b, w.data["first"]:w.data["last"] + 1], end[b, w.data["first"]:w.data["last"] + 1])
-                for b, w in enumerate(windows)]
+        # per window: logits at [CLS] (position 0) followed by those of the context tokens
+        return [(torch.cat([start[b, :1], start[b, w.data["first"]:w.data["last"] + 1]]),
+                 torch.cat([end[b, :1], end[b, w.data["first"]:w.data["last"] + 1]])) for b, w in enumerate(windows)]
 
     def postprocess(self, example: Example, outputs: list[Any]) -> dict:
-        best = None
+        best, null = None, None
         for w, (s, e) in zip(example.windows, outputs):
-            i, j, score = best_span(s, e, self.max_answer_length)
+            if self.allow_no_answer:  # softmax over [CLS] + context; spans over the context part
+                p_s, p_e = s.softmax(-1), e.softmax(-1)
+                null = min(null if null is not None else 1.0, float(p_s[0] * p_e[0]))
+                i, j, score = best_span_of_probs(p_s[1:], p_e[1:], self.max_answer_length)
+            else:
+                i, j, score = best_span(s[1:], e[1:], self.max_answer_length)
             if best is None or score > best[0]:
                 offsets = w.data["offsets"]
                 best = (score, offsets[w.data["first"] + i][0], offsets[w.data["first"] + j][1])
         score, start, end = best
+        if null is not None and null > score:
+            score, start, end = null, 0, 0
         return {"answer": example.data["context"][start:end], "score": score, "start": start, "end": end,
                 "windows": len(example.windows), "truncated": example.data["truncated"]}
 
     def describe(self) -> dict:
         return {**super().describe(), "doc_stride": self.doc_stride, "max_answer_length": self.max_answer_length,
-                "max_question_length": self.max_question_length}
+                "max_question_length": self.max_question_length, "allow_no_answer": self.allow_no_answer}
 
 
 # ----------------------------------------------------------------------------- CLI verb
@@ -132,6 +150,8 @@ class QAConfig(cli.PredictConfig):
     doc_stride: int = field(default=128, metadata={"help": "tokens shared by consecutive windows of a long context"})
     max_answer_length: int = field(default=30, metadata={"help": "longest answer, in tokens"})
     max_question_length: int = field(default=64, metadata={"help": "longer questions are truncated or rejected"})
+    allow_no_answer: bool = field(default=False, metadata={
+        "help": "SQuAD v2.0-style models: answer \"\" when [CLS] (no answer) beats the best span"})
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -160,6 +180,8 @@ def _text_line(line: str, source: str) -> dict:
 
 
 def _as_text(record: cli.Record, result: dict) -> str:
+    if not result["answer"]:
+        return f"(no answer)\t(score {result['score']:.3f}){cli.mark_truncated(result)}"
     return (f"{result['answer']}\t(score {result['score']:.3f}, chars {result['start']}-{result['end']})"
             f"{cli.mark_truncated(result)}")
 
@@ -169,7 +191,7 @@ def main(args: argparse.Namespace) -> int:
 
     cfg = cli.config_from_args(QAConfig, args)
     options = {"doc_stride": cfg.doc_stride, "max_answer_length": cfg.max_answer_length,
-               "max_question_length": cfg.max_question_length}
+               "max_question_length": cfg.max_question_length, "allow_no_answer": cfg.allow_no_answer}
     if cfg.question is None:
         return cli.predict_main("qa", cfg, options, _from_fields, _text_line, _as_text)
     cli.show_config(cfg)

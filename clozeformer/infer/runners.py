@@ -15,7 +15,6 @@ Outputs are fp32 CPU tensors whatever the model runs in.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
@@ -160,7 +159,7 @@ class TorchRunner(Runner):
             self.backbone = torch.compile(self.backbone, dynamic=True)
 
     @classmethod
-    def from_dir(cls, directory: str | Path, **kwargs) -> "TorchRunner":
+    def from_dir(cls, directory: str | Path, **kwargs) -> TorchRunner:
         from clozeformer.model import MODEL_CLASSES
 
         directory = Path(directory)

@@ -74,13 +74,16 @@ class ServeConfig:
     max_body_bytes: int = field(default=2_000_000, metadata={"help": "largest request body (larger: 413)"})
     max_length: int | None = field(default=None, metadata={"help": "max tokens per sequence"})
     overlong: Literal["truncate", "reject"] = field(default="truncate", metadata={
-        "help": "inputs over max_length: truncate (flagged in the result) or reject (422)"})
+        "help": "inputs over max_length: truncate (flagged; qa and ner use windows instead) or reject (422)"})
     top_k: int = field(default=5, metadata={"help": "fill-mask: candidates per [MASK] (requests may ask fewer)"})
     pooling: Literal["cls", "mean"] = field(default="cls", metadata={"help": "embed: pooling"})
     doc_stride: int = field(default=128, metadata={"help": "qa: tokens shared by consecutive windows"})
     max_answer_length: int = field(default=30, metadata={"help": "qa: longest answer in tokens"})
     max_question_length: int = field(default=64, metadata={"help": "qa: longest question in tokens"})
+    allow_no_answer: bool = field(default=False, metadata={"help": "qa: answer \"\" when [CLS] beats every span"})
     aggregation: Literal["first", "average"] = field(default="first", metadata={"help": "ner: word label rule"})
+    stride: int | None = field(default=None, metadata={
+        "help": "ner: tokens shared by consecutive windows of a long text (default: a quarter window, <= 32)"})
     graceful_timeout: float = field(default=30.0, metadata={"help": "seconds in-flight requests get at shutdown"})
     log_level: Literal["critical", "error", "warning", "info", "debug"] = field(default="info", metadata={
         "help": "uvicorn log level"})
@@ -102,8 +105,8 @@ class ServeConfig:
     def task_options(self, task: str) -> dict[str, Any]:
         return {"fill-mask": {"top_k": self.top_k}, "embed": {"pooling": self.pooling},
                 "qa": {"doc_stride": self.doc_stride, "max_answer_length": self.max_answer_length,
-                       "max_question_length": self.max_question_length},
-                "ner": {"aggregation": self.aggregation}}.get(task, {})
+                       "max_question_length": self.max_question_length, "allow_no_answer": self.allow_no_answer},
+                "ner": {"aggregation": self.aggregation, "stride": self.stride}}.get(task, {})
 
 
 class HTTPError(Exception):

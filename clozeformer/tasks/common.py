@@ -19,12 +19,12 @@ import io
 import json
 import sys
 from collections import Counter
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterator
 
 from clozeformer.errors import ClozeformerError
-
+from clozeformer.io import json_object
 
 # ----------------------------------------------------------------------------- provenance + warnings
 
@@ -214,13 +214,7 @@ def iter_jsonl(path: str | Path) -> Iterator[tuple[int, dict]]:
     for i, line in enumerate(text.split("\n"), start=1):
         if not line.strip():
             continue
-        try:
-            obj = json.loads(line)
-        except json.JSONDecodeError as e:
-            raise ClozeformerError(f"{path}:{i}: invalid JSON ({e.msg}); expected one object per line") from None
-        if not isinstance(obj, dict):
-            raise ClozeformerError(f"{path}:{i}: expected a JSON object, got {type(obj).__name__}")
-        yield i, obj
+        yield i, json_object(line, f"{path}:{i}", "; expected one object per line")
 
 
 def table_format(path: str | Path) -> str:

@@ -32,7 +32,6 @@ from clozeformer.tasks.config import FinetuneConfig
 from clozeformer.tasks.runner import SplitData, TaskRunner, check_labels, discover_labels, format_scores
 from clozeformer.tasks.spec import TaskSpec, get_task, resolve_files
 
-
 # ----------------------------------------------------------------------------- shared loading helpers
 
 

@@ -21,10 +21,9 @@ from __future__ import annotations
 import re
 import string
 from collections import Counter
-from typing import Iterable, Sequence
+from collections.abc import Iterable, Sequence
 
 import numpy as np
-
 
 # ----------------------------------------------------------------------------- classification
 

@@ -6,7 +6,7 @@ predictions in the task's usual format.
 | GLUE                   | the GLUE server's submission files: CoLA.tsv, MNLI-m.tsv, AX.tsv, ... |
 | other classification / regression / SWAG | predictions_<split>.tsv (`index<TAB>prediction`)  |
 | token classification   | predictions_<split>.txt: the input columns + the predicted tag (conlleval layout) |
-| span QA                | predictions_<split>.json {id: answer}, nbest_predictions_<split>.json, and for v2.0 null_odds_<split>.json |
+| span QA                | predictions_<split>.json {id: answer}, nbest_predictions_<split>.json (+ null_odds for v2.0) |
 
 When the files carry labels, the scores are printed and saved in OUT/metrics.json as well.
 """

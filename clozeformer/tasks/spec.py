@@ -17,10 +17,11 @@ files in split order) to one file per split.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
-from typing import Callable, Literal
+from typing import Literal
 
 from clozeformer.errors import ClozeformerError
 from clozeformer.tasks import conll, custom, glue, squad, swag
