@@ -183,9 +183,12 @@ class Encoder(nn.Module):
 def attention_mask_for_sdpa(attention_mask: torch.Tensor | None) -> torch.Tensor | None:
     """(B, T) 1/0 padding mask -> (B, 1, 1, T) bool for SDPA, or None when nothing is padded.
 
-    Returning None when every token is real lets SDPA pick its fastest kernel.
+    Returning None when every token is real lets SDPA pick its fastest kernel. That check reads
+    the tensor's values, which would break a `torch.compile` graph, so compiled code keeps the mask.
     """
-    if attention_mask is None or bool(attention_mask.all()):
+    if attention_mask is None:
+        return None
+    if not torch.compiler.is_compiling() and bool(attention_mask.all()):
         return None
     return attention_mask.bool()[:, None, None, :]
 

@@ -132,3 +132,17 @@ def test_causal_mode_ignores_future_tokens_and_respects_padding():
     torch.testing.assert_close(a[:, :6], b[:, :6], atol=1e-6, rtol=0)  # past unchanged by future edits
     torch.testing.assert_close(a[:, :8], c[:, :8], atol=1e-6, rtol=0)  # the explicit-mask path == is_causal path
     assert not torch.allclose(a[:, :6], bidir[:, :6], atol=1e-3)  # bidirectional does see the future
+
+
+def test_encoder_traces_as_one_graph_for_torch_compile():
+    """fullgraph=True fails on any graph break (e.g. a data-dependent check on the padding mask)."""
+    torch._dynamo.reset()
+    torch.manual_seed(0)
+    model = M.BertForSequenceClassification(tiny(num_labels=3)).eval()
+    ids, mask = torch.randint(5, 200, (3, 12)), torch.ones(3, 12, dtype=torch.long)
+    mask[1, 7:] = 0
+    compiled = torch.compile(model, backend="eager", fullgraph=True)
+    with torch.no_grad():
+        for m in (mask, torch.ones_like(mask)):  # padded and unpadded batches
+            torch.testing.assert_close(compiled(ids, m).logits, model(ids, m).logits, atol=1e-6, rtol=1e-5)
+    torch._dynamo.reset()

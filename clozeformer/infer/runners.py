@@ -154,7 +154,7 @@ class TorchRunner(Runner):
         self.compiled = compile
         if compile:
             # dynamic=True: batches change shape (B and T) with every call; without it each new
-            # shape would recompile. The padding-mask check in the model is a graph break, harmless.
+            # shape would recompile.
             self.model = torch.compile(model, dynamic=True)
             self.backbone = torch.compile(self.backbone, dynamic=True)
 
