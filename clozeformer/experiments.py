@@ -43,8 +43,9 @@ class ExperimentConfig:
     tasks: list[str] = field(default_factory=lambda: ["sst2", "mrpc", "rte", "cola"], metadata=_help(
         "GLUE-style tasks to fine-tune on"))
     out: str = field(default="experiment-run", metadata=_help("output directory"))
-    pretrained: str | None = field(default=None, metadata=_help(
-        "pretrain-vs-scratch: use this pretrained model dir instead of pretraining one"))
+    pretrained: list[str] = field(default_factory=list, metadata=_help(
+        "model dirs to fine-tune instead of pretraining, one per variant in table order: pretrain-vs-scratch: "
+        "MLM; mlm-vs-clm: MLM CLM (a left-to-right model); nsp-ablation: MLM+NSP MLM"))
     model: str = field(default="mini", metadata=_help("architecture preset of the pretrained models"))
     budget_minutes: float = field(default=10.0, metadata=_help(
         "pretraining wall-clock minutes of the first variant; the others get its step count"))
@@ -68,7 +69,13 @@ class ExperimentConfig:
             raise ClozeformerError(f"unknown experiment {self.name!r}; choose one of {', '.join(EXPERIMENTS)}")
         if not self.tasks_data or not Path(self.tasks_data).is_dir():
             raise ClozeformerError(f"--tasks-data {self.tasks_data!r}: not a directory of GLUE-style tasks")
-        if not (self.name == "pretrain-vs-scratch" and self.pretrained) and not self.data:
+        want = 1 if self.name == "pretrain-vs-scratch" else 2
+        if self.pretrained and len(self.pretrained) != want:
+            raise ClozeformerError(f"--pretrained: {self.name} takes {want} model dir(s), got {len(self.pretrained)}")
+        for d in self.pretrained:
+            if not (Path(d) / "config.json").is_file():
+                raise ClozeformerError(f"--pretrained {d}: not a model directory (no config.json)")
+        if not self.pretrained and not self.data:
             raise ClozeformerError("--data: give a prepared pretraining data dir (`clozeformer prepare`)")
         if self.seeds < 1 or self.budget_minutes <= 0 or self.finetune_minutes <= 0 or self.jobs < 1:
             raise ClozeformerError("--seeds, --budget-minutes, --finetune-minutes and --jobs must be positive")
@@ -90,6 +97,22 @@ def task_dir(cfg: ExperimentConfig, task: str) -> Path:
         if cand.is_dir():
             return cand
     raise ClozeformerError(f"--tasks-data {root}: no directory for task {task!r} ({TASK_DIRS.get(task, task)}/)")
+
+
+def check_tasks(cfg: ExperimentConfig) -> None:
+    """Fail before pretraining, not after it, when a task's train or dev file is missing."""
+    from clozeformer.tasks.config import TaskDataConfig
+    from clozeformer.tasks.spec import get_task, resolve_files
+
+    for task in cfg.tasks:
+        spec = get_task(task, TaskDataConfig())
+        if cfg.name == "mlm-vs-clm" and spec.family != "classification":
+            raise ClozeformerError(f"mlm-vs-clm fine-tunes classification tasks; {task} is {spec.family}")
+        directory = task_dir(cfg, task)
+        try:
+            resolve_files(spec, [str(directory)], ("train", spec.eval_splits[0]))
+        except ClozeformerError as e:
+            raise ClozeformerError(f"--tasks {task}: {e}") from None
 
 
 def finetune_standard(cfg: ExperimentConfig, model_dir: Path, task: str, seed: int, out: Path) -> float:
@@ -363,13 +386,15 @@ def run(cfg: ExperimentConfig) -> dict:
         torch.set_num_threads(cfg.threads)
     print_config(cfg, f"experiment {cfg.name}")
     save_config(cfg, out / "experiment_config.json")
+    check_tasks(cfg)
     pre: dict[str, dict] = {}
     t0 = time.monotonic()
     steps = cfg.budget_steps
+    given = [Path(d) for d in cfg.pretrained]
 
     if cfg.name == "pretrain-vs-scratch":
-        if cfg.pretrained:
-            pretrained = Path(cfg.pretrained)
+        if given:
+            pretrained = given[0]
             pre["pretrained"] = {"dir": str(pretrained), "note": "given with --pretrained"}
         else:
             pretrained, summary = run_many(cfg, [("pretrain mlm", run_pretraining,
@@ -381,23 +406,27 @@ def run(cfg: ExperimentConfig) -> dict:
     elif cfg.name == "nsp-ablation":
         from clozeformer.data.loader import read_manifest
 
-        if read_manifest(cfg.data).get("mode") != "nsp":
+        if not given and read_manifest(cfg.data).get("mode") != "nsp":
             raise ClozeformerError(f"{cfg.data}: nsp-ablation needs NSP-prepared data (clozeformer prepare --mode nsp)")
         arm_a = ("pretrain mlm+nsp", run_pretraining, (cfg, out / "pretrain-mlm-nsp", "mlm_nsp", steps))
-        if steps:  # both budgets known: the arms are independent
+        if given:
+            (a, sa), (b, sb) = [(d, {"note": "given with --pretrained"}) for d in given]
+        elif steps:  # both budgets known: the arms are independent
             (a, sa), (b, sb) = run_many(cfg, [arm_a, ("pretrain mlm", run_pretraining,
                                                        (cfg, out / "pretrain-mlm", "mlm", steps))], out)
         else:  # the second arm gets the first's step count
             (a, sa), = run_many(cfg, [arm_a], out)
             (b, sb), = run_many(cfg, [("pretrain mlm", run_pretraining,
                                        (cfg, out / "pretrain-mlm", "mlm", int(sa["step"])))], out)
-        pre = {"mlm+nsp": {"dir": str(a), "steps": sa.get("step"), "val": sa.get("val")},
-               "mlm": {"dir": str(b), "steps": sb.get("step"), "val": sb.get("val")}}
+        pre = {"mlm+nsp": {"dir": str(a), "steps": sa.get("step"), "val": sa.get("val"), "note": sa.get("note")},
+               "mlm": {"dir": str(b), "steps": sb.get("step"), "val": sb.get("val"), "note": sb.get("note")}}
         variants = {"mlm+nsp": (a, False), "mlm": (b, False)}
         fine = finetune_standard
     else:  # mlm-vs-clm
         arm_m = ("pretrain mlm", clm_or_mlm_pretrain, (cfg, False, steps, out / "pretrain-mlm"))
-        if steps:
+        if given:
+            m, c = [{"dir": str(d), "note": "given with --pretrained"} for d in given]
+        elif steps:
             m, c = run_many(cfg, [arm_m, ("pretrain clm", clm_or_mlm_pretrain,
                                           (cfg, True, steps, out / "pretrain-clm"))], out)
         else:
@@ -437,9 +466,11 @@ def results_markdown(cfg: ExperimentConfig, result: dict) -> str:
     scores = result["scores"]
     variants = list(scores)
     lines = [f"### {cfg.name}", "",
-             f"Backbone `{cfg.model}`; pretraining budget " + (
-                 f"{cfg.budget_steps} steps of {cfg.batch_size} sequences for every variant" if cfg.budget_steps else
-                 f"{cfg.budget_minutes:g} min for the first variant (the others get its step count)") +
+             f"Backbone `{cfg.model}`; " + (
+                 "pretrained models given with --pretrained" if cfg.pretrained else
+                 f"pretraining budget {cfg.budget_steps} steps of {cfg.batch_size} sequences for every variant"
+                 if cfg.budget_steps else
+                 f"pretraining budget {cfg.budget_minutes:g} min for the first variant (the others get its step count)") +
              f"; fine-tuning {cfg.finetune_epochs:g} epochs, <= {cfg.finetune_minutes:g} min per run, lr "
              f"{cfg.finetune_lr:g}, <= {cfg.max_train_examples} train / {cfg.max_eval_examples} dev examples; "
              f"{cfg.seeds} fine-tuning seeds; mean +- std of each task's main dev metric.", "",
@@ -453,6 +484,7 @@ def results_markdown(cfg: ExperimentConfig, result: dict) -> str:
     avg = [statistics.fmean(statistics.fmean(scores[v][t]) for t in cfg.tasks) for v in variants]
     lines.append("| **average** | " + " | ".join(f"**{a:.3f}**" for a in avg) + " |")
     lines += ["", "Pretraining: " + "; ".join(
+        f"{k}: {d['dir']}, given with --pretrained" if d.get("note") else
         f"{k}: {d.get('steps', '?')} steps" + (f" in {d['seconds'] / 60:.1f} min" if "seconds" in d else "")
         + (f", val MLM accuracy {d['val']['val_mlm_acc']:.3f}" if (d.get("val") or {}).get("val_mlm_acc") else "")
         + (f", val NSP accuracy {d['val']['val_nsp_acc']:.3f}" if (d.get("val") or {}).get("val_nsp_acc") else "")

@@ -82,9 +82,35 @@ def test_experiment_step_budget_runs_in_parallel_processes(corpus_data, tmp_path
     assert "pretrain_mlm_nsp.log" in logs and "pretrain_mlm.log" in logs and len(logs) == 4, logs
     assert "done: 3 steps" in (out / "logs" / "pretrain_mlm.log").read_text()
     assert "3 steps of 8 sequences for every variant" in (out / "results.md").read_text()
+    # the same fine-tuning again from the two pretrained arms, without pretraining (no --data)
+    arms = [next((out / d / "checkpoints").iterdir()) for d in ("pretrain-mlm-nsp", "pretrain-mlm")]
+    again = tmp_path / "again"
+    assert cli_main(["experiment", "nsp-ablation", "--pretrained", *map(str, arms), "--tasks-data",
+                     str(corpus_data["glue"]), "--tasks", "sst2", "--finetune-epochs", "1", "--seeds", "1",
+                     "--out", str(again)]) == 0
+    md = (again / "results.md").read_text()
+    assert "pretrained models given with --pretrained" in md and f"mlm: {arms[1]}, given with --pretrained" in md
 
 
 def test_experiment_rejects_a_bad_step_budget(corpus_data, tmp_path, capsys):
     assert cli_main(["experiment", "pretrain-vs-scratch", "--data", str(corpus_data["packed"]), "--tasks-data",
                      str(corpus_data["glue"]), "--budget-steps", "0", "--out", str(tmp_path / "x")]) == 2
     assert "--budget-steps 0: must be a positive number of steps" in capsys.readouterr().err
+
+
+def test_experiment_checks_its_inputs_before_pretraining(corpus_data, tmp_path, capsys):
+    partial = tmp_path / "glue" / "SST-2"
+    partial.mkdir(parents=True)
+    shutil.copy(corpus_data["glue"] / "SST-2" / "dev.tsv", partial / "dev.tsv")  # no train.tsv
+    assert cli_main(["experiment", "mlm-vs-clm", "--data", str(corpus_data["packed"]), "--tasks-data",
+                     str(tmp_path / "glue"), "--tasks", "sst2", "--out", str(tmp_path / "x")]) == 2
+    assert "--tasks sst2:" in capsys.readouterr().err
+    assert not (tmp_path / "x" / "pretrain-mlm").exists()  # nothing was pretrained
+    base = ["--tasks-data", str(corpus_data["glue"]), "--tasks", "sst2", "--out", str(tmp_path / "y")]
+    assert cli_main(["experiment", "mlm-vs-clm", "--pretrained", str(tmp_path), *base]) == 2
+    assert "--pretrained: mlm-vs-clm takes 2 model dir(s), got 1" in capsys.readouterr().err
+    assert cli_main(["experiment", "pretrain-vs-scratch", "--pretrained", str(tmp_path), *base]) == 2
+    assert "not a model directory (no config.json)" in capsys.readouterr().err
+    assert cli_main(["experiment", "mlm-vs-clm", "--data", str(corpus_data["packed"]), "--tasks-data",
+                     str(tmp_path / "glue"), "--tasks", "stsb", "--out", str(tmp_path / "z")]) == 2
+    assert "fine-tunes classification tasks; stsb is regression" in capsys.readouterr().err
