@@ -10,7 +10,9 @@ from __future__ import annotations
 import argparse
 import json
 import time
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from clozeformer.cliutil import add_dataclass_args, dataclass_from_args, load_config_file, print_config, save_config
 from clozeformer.errors import ClozeformerError
@@ -95,22 +97,44 @@ def read_splits(spec: TaskSpec, cfg: TaskDataConfig, runner: TaskRunner, which: 
     return out
 
 
+@dataclass
+class Session:
+    """What evaluate and predict both start from: the model, its task runner, the read splits."""
+    spec: TaskSpec
+    runner: TaskRunner
+    model: Any
+    device: Any
+    problems: Problems
+    splits: list[SplitData]
+    out: Path
+
+    @classmethod
+    def open(cls, cfg: TaskDataConfig, labeled: bool | None, default_out: str, config_name: str) -> Session:
+        cfg.validate()
+        spec, runner, model, device = load_finetuned(cfg, cfg.model)
+        problems = Problems()
+        splits = read_splits(spec, cfg, runner, cfg.split, labeled, problems)
+        out = Path(cfg.out) if cfg.out else Path(cfg.model) / default_out
+        out.mkdir(parents=True, exist_ok=True)
+        save_config(cfg, out / config_name)
+        return cls(spec, runner, model, device, problems, splits, out)
+
+    def decode(self, sd: SplitData, batch_size: int) -> Any:
+        """The split's model outputs, decoded into the task's predictions."""
+        outputs = self.runner.infer(self.model, sd.features, batch_size, self.device, progress=True)
+        return self.runner.decode(sd.examples, sd.features, outputs)
+
+
 def evaluate(cfg: EvaluateConfig) -> dict:
     from clozeformer.io import atomic_write_json
 
-    cfg.validate()
-    spec, runner, model, device = load_finetuned(cfg, cfg.model)
-    problems = Problems()
-    splits = read_splits(spec, cfg, runner, cfg.split, True, problems)
-    out = Path(cfg.out) if cfg.out else Path(cfg.model) / "eval"
-    out.mkdir(parents=True, exist_ok=True)
-    save_config(cfg, out / "evaluate_config.json")
+    run = Session.open(cfg, True, "eval", "evaluate_config.json")
+    spec, runner, problems, out = run.spec, run.runner, run.problems, run.out
     result: dict = {"task": spec.name, "model": cfg.model, "main_metric": spec.main_metric, "scores": {},
                     "examples": {}, "seconds": {}}
-    for sd in splits:
+    for sd in run.splits:
         t0 = time.monotonic()
-        outputs = runner.infer(model, sd.features, cfg.eval_batch_size, device, progress=True)
-        decoded = runner.decode(sd.examples, sd.features, outputs)
+        decoded = run.decode(sd, cfg.eval_batch_size)
         scores = runner.score(sd.examples, decoded)
         result["scores"][sd.name] = scores
         result["examples"][sd.name] = len(sd.examples)

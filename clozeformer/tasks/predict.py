@@ -15,30 +15,22 @@ from __future__ import annotations
 
 import argparse
 import time
-from pathlib import Path
 
-from clozeformer.cliutil import add_dataclass_args, print_config, save_config
-from clozeformer.tasks.common import Problems
+from clozeformer.cliutil import add_dataclass_args, print_config
 from clozeformer.tasks.config import PredictConfig
-from clozeformer.tasks.evaluate import config_from_args, load_finetuned, read_splits
+from clozeformer.tasks.evaluate import Session, config_from_args
 from clozeformer.tasks.runner import format_scores, gold_labels
 
 
 def predict(cfg: PredictConfig) -> dict:
     from clozeformer.io import atomic_write_json
 
-    cfg.validate()
-    spec, runner, model, device = load_finetuned(cfg, cfg.model)
-    problems = Problems()
-    splits = read_splits(spec, cfg, runner, cfg.split, None, problems)
-    out = Path(cfg.out) if cfg.out else Path(cfg.model) / "predictions"
-    out.mkdir(parents=True, exist_ok=True)
-    save_config(cfg, out / "predict_config.json")
+    run = Session.open(cfg, None, "predictions", "predict_config.json")
+    spec, runner, problems, out = run.spec, run.runner, run.problems, run.out
     result: dict = {"task": spec.name, "model": cfg.model, "files": {}, "scores": {}}
-    for sd in splits:
+    for sd in run.splits:
         t0 = time.monotonic()
-        outputs = runner.infer(model, sd.features, cfg.eval_batch_size, device, progress=True)
-        decoded = runner.decode(sd.examples, sd.features, outputs)
+        decoded = run.decode(sd, cfg.eval_batch_size)
         written = runner.write_predictions(out, sd.name, sd.examples, decoded)
         result["files"][sd.name] = [str(p) for p in written]
         print(f"{spec.name} {sd.name}: {len(sd.examples)} predictions in {time.monotonic() - t0:.1f}s -> "
