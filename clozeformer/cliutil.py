@@ -11,13 +11,13 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import json
 import types
 import typing
 from pathlib import Path
 from typing import Any, TypeVar
 
 from clozeformer.errors import ClozeformerError
+from clozeformer.io import json_object
 
 T = TypeVar("T")
 _UNSET = object()
@@ -84,10 +84,7 @@ def load_config_file(path: str | Path) -> dict[str, Any]:
         except yaml.YAMLError as e:
             raise ClozeformerError(f"{path}: invalid YAML ({e})") from None
     else:
-        try:
-            data = json.loads(text)
-        except json.JSONDecodeError as e:
-            raise ClozeformerError(f"{path}: invalid JSON at line {e.lineno} ({e.msg})") from None
+        data = json_object(text, str(path))
     if not isinstance(data, dict):
         raise ClozeformerError(f"{path}: expected a mapping of option names to values")
     return data

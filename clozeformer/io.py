@@ -109,11 +109,13 @@ def atomic_dir(target: str | os.PathLike) -> Iterator[Path]:
 
 
 def json_object(line: str, where: str, hint: str = "") -> dict[str, Any]:
-    """One JSON object from a line of user input, or a one-line error naming `where` (FILE:LINE)."""
+    """One JSON object from user input (a JSONL line or a whole file), or a one-line error naming
+    `where` (FILE:LINE, or FILE and the line inside it)."""
     try:
         obj = json.loads(line)
     except json.JSONDecodeError as e:
-        raise ClozeformerError(f"{where}: invalid JSON ({e.msg}){hint}") from None
+        at = f" at line {e.lineno}" if e.lineno > 1 else ""
+        raise ClozeformerError(f"{where}: invalid JSON{at} ({e.msg}){hint}") from None
     if not isinstance(obj, dict):
         raise ClozeformerError(f"{where}: expected a JSON object, got {type(obj).__name__}")
     return obj
