@@ -26,6 +26,7 @@ from typing import Any
 
 from clozeformer.cliutil import add_dataclass_args, dataclass_from_args, print_config, save_config
 from clozeformer.errors import ClozeformerError
+from clozeformer.io import atomic_write_json
 
 EXPERIMENTS = ("pretrain-vs-scratch", "mlm-vs-clm", "nsp-ablation")
 
@@ -219,8 +220,10 @@ def clm_or_mlm_pretrain(cfg: ExperimentConfig, causal: bool, steps: int | None, 
     for name in ("vocab.txt", "tokenizer_config.json"):
         if (tok_dir / name).is_file():
             (out / name).write_bytes((tok_dir / name).read_bytes())
-    return {"steps": step, "seconds": time.monotonic() - t0, "losses": losses, "dir": str(out),
-            "final_loss": statistics.fmean(losses[-50:]) if losses else None}
+    summary = {"steps": step, "seconds": time.monotonic() - t0, "losses": losses, "dir": str(out),
+               "final_loss": statistics.fmean(losses[-50:]) if losses else None}
+    atomic_write_json(out / "pretraining.json", summary)  # read back when the dir is given with --pretrained
+    return summary
 
 
 def finetune_pooled(cfg: ExperimentConfig, model_dir: Path, task: str, seed: int, causal: bool) -> float:
@@ -424,8 +427,9 @@ def run(cfg: ExperimentConfig) -> dict:
         fine = finetune_standard
     else:  # mlm-vs-clm
         arm_m = ("pretrain mlm", clm_or_mlm_pretrain, (cfg, False, steps, out / "pretrain-mlm"))
-        if given:
-            m, c = [{"dir": str(d), "note": "given with --pretrained"} for d in given]
+        if given:  # with the loss curve and step count of our own pretraining, when the dir has them
+            m, c = [{**(json.loads((d / "pretraining.json").read_text()) if (d / "pretraining.json").is_file() else {}),
+                     "dir": str(d), "note": "given with --pretrained"} for d in given]
         elif steps:
             m, c = run_many(cfg, [arm_m, ("pretrain clm", clm_or_mlm_pretrain,
                                           (cfg, True, steps, out / "pretrain-clm"))], out)
@@ -483,14 +487,22 @@ def results_markdown(cfg: ExperimentConfig, result: dict) -> str:
         lines.append(f"| {task} | " + " | ".join(cells) + " |")
     avg = [statistics.fmean(statistics.fmean(scores[v][t]) for t in cfg.tasks) for v in variants]
     lines.append("| **average** | " + " | ".join(f"**{a:.3f}**" for a in avg) + " |")
-    lines += ["", "Pretraining: " + "; ".join(
-        f"{k}: {d['dir']}, given with --pretrained" if d.get("note") else
-        f"{k}: {d.get('steps', '?')} steps" + (f" in {d['seconds'] / 60:.1f} min" if "seconds" in d else "")
-        + (f", val MLM accuracy {d['val']['val_mlm_acc']:.3f}" if (d.get("val") or {}).get("val_mlm_acc") else "")
-        + (f", val NSP accuracy {d['val']['val_nsp_acc']:.3f}" if (d.get("val") or {}).get("val_nsp_acc") else "")
-        + (f", final training loss {d['final_loss']:.3f}" if d.get("final_loss") else "")
-        for k, d in result["pretraining"].items()), ""]
+    lines += ["", "Pretraining: " + "; ".join(_pretraining_summary(k, d) for k, d in result["pretraining"].items()), ""]
     return "\n".join(lines)
+
+
+def _pretraining_summary(variant: str, d: dict) -> str:
+    parts = [f"{d['dir']}, given with --pretrained"] if d.get("note") else []
+    if d.get("steps"):
+        parts.append(f"{d['steps']} steps" + (f" in {d['seconds'] / 60:.1f} min" if d.get("seconds") else ""))
+    val = d.get("val") or {}
+    if val.get("val_mlm_acc") is not None:
+        parts.append(f"val MLM accuracy {val['val_mlm_acc']:.3f}")
+    if val.get("val_nsp_acc") is not None:
+        parts.append(f"val NSP accuracy {val['val_nsp_acc']:.3f}")
+    if d.get("final_loss") is not None:
+        parts.append(f"final training loss {d['final_loss']:.3f}")
+    return f"{variant}: " + (", ".join(parts) or "?")
 
 
 def plot_results(out: Path, cfg: ExperimentConfig, scores: dict, pre: dict) -> None:

@@ -55,6 +55,13 @@ def test_experiment_runs_and_reports(corpus_data, tmp_path, name, data):
     if name == "nsp-ablation":  # equal steps for both arms
         steps = [v["steps"] for v in result["pretraining"].values()]
         assert steps[0] == steps[1]
+    if name == "mlm-vs-clm":  # both arms reused, with their recorded pretraining
+        again = tmp_path / "again"
+        assert cli_main(argv[:-1] + [str(again), "--pretrained", str(out / "pretrain-mlm"), str(out / "pretrain-clm"),
+                                     "--seeds", "1"]) == 0
+        reused = json.loads((again / "results.json").read_text())["pretraining"]
+        assert [r["steps"] for r in reused.values()] == [r["steps"] for r in result["pretraining"].values()]
+        assert (again / "pretraining_loss.png").is_file()
     shutil.rmtree(out)
 
 
