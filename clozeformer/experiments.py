@@ -26,7 +26,7 @@ from typing import Any
 
 from clozeformer.cliutil import add_dataclass_args, dataclass_from_args, print_config, save_config
 from clozeformer.errors import ClozeformerError
-from clozeformer.io import atomic_write_json
+from clozeformer.io import atomic_write_json, atomic_write_text
 
 EXPERIMENTS = ("pretrain-vs-scratch", "mlm-vs-clm", "nsp-ablation")
 
@@ -156,6 +156,24 @@ def run_pretraining(cfg: ExperimentConfig, out: Path, objective: str, max_steps:
         lr=cfg.lr, warmup_steps=100, eval_every=0, eval_batches=50, seed=0, tensorboard=False, keep_last=1,
         num_threads=cfg.threads, resume=False, progress=cfg.jobs == 1))
     return Path(summary["checkpoint"]), summary
+
+
+def reused_pretraining(model_dir: Path) -> dict:
+    """What is known of a model dir given with --pretrained: the MLM/CLM loop's pretraining.json,
+    or a `clozeformer pretrain` checkpoint's step count, time and its run's last validation."""
+    info: dict = {"dir": str(model_dir), "note": "given with --pretrained"}
+    if (model_dir / "pretraining.json").is_file():
+        return {**json.loads((model_dir / "pretraining.json").read_text(encoding="utf-8")), **info}
+    if (model_dir / "trainer_state.json").is_file():
+        state = json.loads((model_dir / "trainer_state.json").read_text(encoding="utf-8"))
+        info.update(steps=state.get("step"), seconds=state.get("elapsed_s"))
+        metrics = model_dir.parent.parent / "metrics.jsonl"  # RUN/checkpoints/step-N -> RUN/metrics.jsonl
+        if metrics.is_file():
+            evals = [r for r in map(json.loads, metrics.read_text(encoding="utf-8").splitlines())
+                     if r.get("kind") == "eval" and r.get("step") == state.get("step")]
+            if evals:
+                info["val"] = evals[-1]
+    return info
 
 
 def mean_std(xs: list[float]) -> tuple[float, float]:
@@ -398,7 +416,7 @@ def run(cfg: ExperimentConfig) -> dict:
     if cfg.name == "pretrain-vs-scratch":
         if given:
             pretrained = given[0]
-            pre["pretrained"] = {"dir": str(pretrained), "note": "given with --pretrained"}
+            pre["pretrained"] = reused_pretraining(pretrained)
         else:
             pretrained, summary = run_many(cfg, [("pretrain mlm", run_pretraining,
                                                   (cfg, out / "pretrain", "mlm", steps))], out)[0]
@@ -413,7 +431,7 @@ def run(cfg: ExperimentConfig) -> dict:
             raise ClozeformerError(f"{cfg.data}: nsp-ablation needs NSP-prepared data (clozeformer prepare --mode nsp)")
         arm_a = ("pretrain mlm+nsp", run_pretraining, (cfg, out / "pretrain-mlm-nsp", "mlm_nsp", steps))
         if given:
-            (a, sa), (b, sb) = [(d, {"note": "given with --pretrained"}) for d in given]
+            (a, sa), (b, sb) = [(d, reused_pretraining(d)) for d in given]
         elif steps:  # both budgets known: the arms are independent
             (a, sa), (b, sb) = run_many(cfg, [arm_a, ("pretrain mlm", run_pretraining,
                                                        (cfg, out / "pretrain-mlm", "mlm", steps))], out)
@@ -421,15 +439,16 @@ def run(cfg: ExperimentConfig) -> dict:
             (a, sa), = run_many(cfg, [arm_a], out)
             (b, sb), = run_many(cfg, [("pretrain mlm", run_pretraining,
                                        (cfg, out / "pretrain-mlm", "mlm", int(sa["step"])))], out)
-        pre = {"mlm+nsp": {"dir": str(a), "steps": sa.get("step"), "val": sa.get("val"), "note": sa.get("note")},
-               "mlm": {"dir": str(b), "steps": sb.get("step"), "val": sb.get("val"), "note": sb.get("note")}}
+        pre = {"mlm+nsp": {"dir": str(a), "steps": sa.get("step", sa.get("steps")), "val": sa.get("val"),
+                           "note": sa.get("note")},
+               "mlm": {"dir": str(b), "steps": sb.get("step", sb.get("steps")), "val": sb.get("val"),
+                       "note": sb.get("note")}}
         variants = {"mlm+nsp": (a, False), "mlm": (b, False)}
         fine = finetune_standard
     else:  # mlm-vs-clm
         arm_m = ("pretrain mlm", clm_or_mlm_pretrain, (cfg, False, steps, out / "pretrain-mlm"))
-        if given:  # with the loss curve and step count of our own pretraining, when the dir has them
-            m, c = [{**(json.loads((d / "pretraining.json").read_text()) if (d / "pretraining.json").is_file() else {}),
-                     "dir": str(d), "note": "given with --pretrained"} for d in given]
+        if given:
+            m, c = map(reused_pretraining, given)
         elif steps:
             m, c = run_many(cfg, [arm_m, ("pretrain clm", clm_or_mlm_pretrain,
                                           (cfg, True, steps, out / "pretrain-clm"))], out)
@@ -458,9 +477,9 @@ def run(cfg: ExperimentConfig) -> dict:
     result = {"experiment": cfg.name, "config": json.loads((out / "experiment_config.json").read_text()),
               "pretraining": {k: {kk: vv for kk, vv in d.items() if kk != "losses"} for k, d in pre.items()},
               "scores": scores, "minutes": (time.monotonic() - t0) / 60}
-    (out / "results.json").write_text(json.dumps(result, indent=2), encoding="utf-8")
+    atomic_write_json(out / "results.json", result)
     md = results_markdown(cfg, result)
-    (out / "results.md").write_text(md, encoding="utf-8")
+    atomic_write_text(out / "results.md", md)
     plot_results(out, cfg, scores, pre)
     print("\n" + md)
     return result

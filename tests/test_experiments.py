@@ -96,7 +96,8 @@ def test_experiment_step_budget_runs_in_parallel_processes(corpus_data, tmp_path
                      str(corpus_data["glue"]), "--tasks", "sst2", "--finetune-epochs", "1", "--seeds", "1",
                      "--out", str(again)]) == 0
     md = (again / "results.md").read_text()
-    assert "pretrained models given with --pretrained" in md and f"mlm: {arms[1]}, given with --pretrained" in md
+    assert "pretrained models given with --pretrained" in md
+    assert f"mlm: {arms[1]}, given with --pretrained, 3 steps" in md and "val MLM accuracy" in md  # read back
 
 
 def test_experiment_rejects_a_bad_step_budget(corpus_data, tmp_path, capsys):
