@@ -343,17 +343,42 @@ def _slug(name: str) -> str:
     return "".join(c if c.isalnum() or c in "-." else "_" for c in name).strip("_")
 
 
+_PARENT: int | None = None  # in a pool worker: the experiment process's pid
+
+
+def _die_with_parent() -> None:
+    """Pool-worker initializer: on Linux, ask the kernel to SIGTERM this worker when the experiment
+    process dies, so that killing the experiment does not leave orphaned runs burning the CPU. A
+    pretraining run takes SIGTERM as "checkpoint and stop"; `_logged` then ends the worker."""
+    import os
+    import signal
+    import sys
+
+    global _PARENT
+    _PARENT = os.getppid()
+    if sys.platform.startswith("linux"):
+        import ctypes
+
+        PR_SET_PDEATHSIG = 1
+        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
+
+
 def _logged(log: str, threads: int | None, fn: Callable, *args: Any) -> Any:
     """A worker: fn(*args) with `threads` torch threads and its stdout/stderr in the file `log`."""
     import contextlib
+    import os
 
     import torch
 
     if threads:
         torch.set_num_threads(threads)
     Path(log).parent.mkdir(parents=True, exist_ok=True)
-    with open(log, "w", encoding="utf-8") as f, contextlib.redirect_stdout(f), contextlib.redirect_stderr(f):
-        return fn(*args)
+    try:
+        with open(log, "w", encoding="utf-8") as f, contextlib.redirect_stdout(f), contextlib.redirect_stderr(f):
+            return fn(*args)
+    finally:
+        if _PARENT is not None and os.getppid() != _PARENT:  # orphaned: nobody will collect the result
+            os._exit(1)
 
 
 def run_many(cfg: ExperimentConfig, runs: list[tuple[str, Callable, tuple]], out: Path) -> list[Any]:
@@ -378,7 +403,8 @@ def run_many(cfg: ExperimentConfig, runs: list[tuple[str, Callable, tuple]], out
     logs = [out / "logs" / f"{_slug(name)}.log" for name, _, _ in runs]
     print(f"{len(runs)} runs, {cfg.jobs} at a time with {cfg.threads} thread(s) each; logs in {out / 'logs'}",
           flush=True)
-    with ProcessPoolExecutor(max_workers=min(cfg.jobs, len(runs)), mp_context=mp.get_context("spawn")) as pool:
+    with ProcessPoolExecutor(max_workers=min(cfg.jobs, len(runs)), mp_context=mp.get_context("spawn"),
+                             initializer=_die_with_parent) as pool:
         futures = {pool.submit(_logged, str(logs[i]), cfg.threads, fn, *args): i
                    for i, (_, fn, args) in enumerate(runs)}
         for fut in as_completed(futures):

@@ -4,6 +4,10 @@ from __future__ import annotations
 
 import json
 import shutil
+import signal
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -122,3 +126,35 @@ def test_experiment_checks_its_inputs_before_pretraining(corpus_data, tmp_path, 
     assert cli_main(["experiment", "mlm-vs-clm", "--data", str(corpus_data["packed"]), "--tasks-data",
                      str(tmp_path / "glue"), "--tasks", "stsb", "--out", str(tmp_path / "z")]) == 2
     assert "fine-tunes classification tasks; stsb is regression" in capsys.readouterr().err
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="parent-death signal is Linux-only")
+def test_killing_the_experiment_stops_its_worker_processes(corpus_data, tmp_path):
+    out = tmp_path / "killed"
+    proc = subprocess.Popen([sys.executable, "-m", "clozeformer", "experiment", "nsp-ablation", "--data",
+                             str(corpus_data["nsp"]), "--tasks-data", str(corpus_data["glue"]), "--tasks", "sst2",
+                             "--model", "tiny", "--budget-steps", "1000000", "--batch-size", "2", "--jobs", "2",
+                             "--out", str(out)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    children = Path(f"/proc/{proc.pid}/task/{proc.pid}/children")
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:  # both pretraining workers are up and logging
+        logs = list((out / "logs").glob("pretrain_*.log")) if (out / "logs").is_dir() else []
+        if len(logs) == 2 and all(p.stat().st_size > 0 for p in logs):
+            break
+        time.sleep(0.2)
+    workers = [int(p) for p in children.read_text().split()]
+    assert len(workers) >= 2
+    proc.send_signal(signal.SIGTERM)
+    proc.wait(timeout=30)
+
+    def alive(pid: int) -> bool:
+        try:
+            return Path(f"/proc/{pid}/status").read_text().split("State:")[1].split()[0] not in ("Z", "X")
+        except (FileNotFoundError, IndexError):
+            return False
+
+    deadline = time.monotonic() + 30
+    while any(map(alive, workers)) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert not any(map(alive, workers))
