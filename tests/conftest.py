@@ -34,3 +34,25 @@ def shared_data() -> Path:
     if not SHARED_DATA.is_dir():
         pytest.skip(f"optional data folder {SHARED_DATA} is absent (set CLOZEFORMER_SHARED_DATA)")
     return SHARED_DATA
+
+
+@pytest.fixture
+def one_thread():
+    """Run a test with 1 torch thread (timing-free tests of batching and padding stay deterministic)."""
+    import torch
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
+@pytest.fixture(scope="module")
+def infer_tok():
+    """The 220-token vocabulary the inference tests build their tiny models on."""
+    from clozeformer.tokenizer import Tokenizer
+
+    words = (Path(__file__).parent / "fixtures" / "infer_vocab.txt").read_text(encoding="utf-8").split("\n")[:-1]
+    tok = Tokenizer(words, do_lower_case=True)
+    assert tok.vocab_size == 220
+    return tok

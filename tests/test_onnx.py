@@ -25,7 +25,6 @@ from clozeformer.model import (  # noqa: E402
     BertForTokenClassification,
     BertModel,
 )
-from clozeformer.tokenizer import Tokenizer  # noqa: E402
 
 FIXTURES = Path(__file__).parent / "fixtures"
 CLASSES = {"BertModel": BertModel, "BertForMaskedLM": BertForMaskedLM, "BertForPreTraining": BertForPreTraining,
@@ -34,29 +33,19 @@ CLASSES = {"BertModel": BertModel, "BertForMaskedLM": BertForMaskedLM, "BertForP
            "BertForQuestionAnswering": BertForQuestionAnswering}
 
 
-@pytest.fixture(autouse=True)
-def _one_thread():
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 @pytest.fixture(scope="module")
-def tok() -> Tokenizer:
-    return Tokenizer((FIXTURES / "infer_vocab.txt").read_text(encoding="utf-8").split("\n")[:-1], do_lower_case=True)
-
-
-@pytest.fixture(scope="module")
-def exported(tmp_path_factory, tok) -> dict[str, tuple[Path, dict]]:
+def exported(tmp_path_factory, infer_tok) -> dict[str, tuple[Path, dict]]:
     """Every architecture saved and exported once: {name: (directory, export report)}."""
     root = tmp_path_factory.mktemp("onnx_models")
     out = {}
     torch.manual_seed(0)
     for name, cls in CLASSES.items():
-        model = cls(BertConfig.preset("tiny", vocab_size=tok.vocab_size, id2label={0: "O", 1: "B-X", 2: "I-X"}))
+        model = cls(BertConfig.preset("tiny", vocab_size=infer_tok.vocab_size, id2label={0: "O", 1: "B-X", 2: "I-X"}))
         model.save_pretrained(root / name)
-        tok.save(root / name)
+        infer_tok.save(root / name)
         out[name] = (root / name, export_onnx(root / name, root / name / "model.onnx"))
     return out
 

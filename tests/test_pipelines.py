@@ -40,19 +40,7 @@ NER_LABELS = {0: "O", 1: "B-PER", 2: "I-PER", 3: "B-LOC", 4: "I-LOC"}
 ZH = "我昨天去了[MASK][MASK]，买了一件红色的外套。"
 
 
-@pytest.fixture(autouse=True)
-def _one_thread():
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
-
-
-@pytest.fixture(scope="module")
-def tok() -> Tokenizer:
-    t = Tokenizer(Path(FIXTURES / "infer_vocab.txt").read_text(encoding="utf-8").split("\n")[:-1], do_lower_case=True)
-    assert t.vocab_size == 220
-    return t
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 def save(model, tok: Tokenizer, directory: Path) -> Path:
@@ -78,22 +66,22 @@ def transparent_encoder(model) -> None:
 
 
 @pytest.fixture(scope="module")
-def dirs(tmp_path_factory, tok) -> dict[str, Path]:
+def dirs(tmp_path_factory, infer_tok) -> dict[str, Path]:
     root = tmp_path_factory.mktemp("infer_models")
-    V = tok.vocab_size
+    V = infer_tok.vocab_size
     out = {}
     torch.manual_seed(0)
-    out["mlm"] = save(BertForMaskedLM(BertConfig.preset("tiny", vocab_size=V)), tok, root / "mlm")
-    out["pretrain"] = save(BertForPreTraining(BertConfig.preset("tiny", vocab_size=V)), tok, root / "pretrain")
+    out["mlm"] = save(BertForMaskedLM(BertConfig.preset("tiny", vocab_size=V)), infer_tok, root / "mlm")
+    out["pretrain"] = save(BertForPreTraining(BertConfig.preset("tiny", vocab_size=V)), infer_tok, root / "pretrain")
     out["cls"] = save(BertForSequenceClassification(BertConfig.preset("tiny", vocab_size=V,
-                                                                      id2label={0: "neg", 1: "pos"})), tok, root / "cls")
+                                                                      id2label={0: "neg", 1: "pos"})), infer_tok, root / "cls")
     out["reg"] = save(BertForSequenceClassification(BertConfig.preset("tiny", vocab_size=V, num_labels=1,
-                                                                      problem_type="regression")), tok, root / "reg")
+                                                                      problem_type="regression")), infer_tok, root / "reg")
     out["multi"] = save(BertForSequenceClassification(BertConfig.preset(
         "tiny", vocab_size=V, id2label={0: "a", 1: "b", 2: "c"}, problem_type="multi_label_classification")),
-        tok, root / "multi")
-    out["base"] = save(BertModel(BertConfig.preset("tiny", vocab_size=V)), tok, root / "base")
-    ids = tok.vocab
+        infer_tok, root / "multi")
+    out["base"] = save(BertModel(BertConfig.preset("tiny", vocab_size=V)), infer_tok, root / "base")
+    ids = infer_tok.vocab
     with torch.no_grad():
         # QA: "paris" is both start and end; "new" starts and "city" ends a span.
         qa = BertForQuestionAnswering(BertConfig.preset("tiny", vocab_size=V))
@@ -105,7 +93,7 @@ def dirs(tmp_path_factory, tok) -> dict[str, Path]:
         emb[ids["city"]] = 50 * u[1]
         qa.qa_outputs.weight.copy_(u)  # row 0 = start, row 1 = end
         qa.qa_outputs.bias.zero_()
-        out["qa"] = save(qa, tok, root / "qa")
+        out["qa"] = save(qa, infer_tok, root / "qa")
         # NER: john B-PER, smith I-PER, new/paris B-LOC, york I-LOC, everything else O (bias 5).
         ner = BertForTokenClassification(BertConfig.preset("tiny", vocab_size=V, id2label=NER_LABELS))
         transparent_encoder(ner)
@@ -116,7 +104,7 @@ def dirs(tmp_path_factory, tok) -> dict[str, Path]:
         ner.classifier.weight.zero_()
         ner.classifier.weight[1:] = u
         ner.classifier.bias.copy_(torch.tensor([5.0, 0, 0, 0, 0]))
-        out["ner"] = save(ner, tok, root / "ner")
+        out["ner"] = save(ner, infer_tok, root / "ner")
     return out
 
 
@@ -126,28 +114,28 @@ def read_jsonl(name: str) -> list[dict]:
 
 # ----------------------------------------------------------------------------- fill-mask
 
-def test_fill_mask_matches_the_model(dirs, tok):
+def test_fill_mask_matches_the_model(dirs, infer_tok):
     pipe = clozeformer.pipeline("fill-mask", model=dirs["mlm"], top_k=4)
     model = BertForMaskedLM.from_pretrained(dirs["mlm"]).eval()
     texts = ["The cat sat on the [MASK].", "a [MASK] dog read the book [MASK] the long night", ZH]
     results = pipe(texts)
     for text, res in zip(texts, results):
-        enc = tok.encode(text)
+        enc = infer_tok.encode(text)
         with torch.no_grad():
             logits = model(torch.tensor([enc.input_ids])).logits[0]  # (T, V) dense
-        positions = [i for i, t in enumerate(enc.input_ids) if t == tok.mask_token_id]
+        positions = [i for i, t in enumerate(enc.input_ids) if t == infer_tok.mask_token_id]
         assert len(res["masks"]) == len(positions) == text.count("[MASK]")
         for pos, m in zip(positions, res["masks"]):
             assert text[m["start"]:m["end"]] == "[MASK]"
             want_p, want_i = logits[pos].softmax(-1).topk(4)
             assert [c["token_id"] for c in m["candidates"]] == want_i.tolist()
             np.testing.assert_allclose([c["score"] for c in m["candidates"]], want_p.numpy(), rtol=1e-5, atol=1e-6)
-            assert [c["token"] for c in m["candidates"]] == tok.convert_ids_to_tokens(want_i.tolist())
+            assert [c["token"] for c in m["candidates"]] == infer_tok.convert_ids_to_tokens(want_i.tolist())
         assert "[MASK]" not in res["sequence"] and res["truncated"] is False
 
 
-def test_fill_mask_probabilities_sum_to_one_and_chinese(dirs, tok):
-    pipe = pipeline("fill-mask", dirs["pretrain"], top_k=tok.vocab_size)  # BertForPreTraining works too
+def test_fill_mask_probabilities_sum_to_one_and_chinese(dirs, infer_tok):
+    pipe = pipeline("fill-mask", dirs["pretrain"], top_k=infer_tok.vocab_size)  # BertForPreTraining works too
     res = pipe(ZH)
     assert [(m["start"], m["end"]) for m in res["masks"]] == [(5, 11), (11, 17)]
     for m in res["masks"]:
@@ -184,7 +172,7 @@ def test_fill_mask_errors(dirs):
 
 # ----------------------------------------------------------------------------- classify
 
-def test_classify_probabilities_pairs_and_padding_invariance(dirs, tok):
+def test_classify_probabilities_pairs_and_padding_invariance(dirs, infer_tok):
     pipe = pipeline("classify", dirs["cls"], batch_size=3)
     model = BertForSequenceClassification.from_pretrained(dirs["cls"]).eval()
     items = ["good movie", ("a good movie", "it was very bad"), {"text": "bad", "text_pair": "not good"},
@@ -196,7 +184,7 @@ def test_classify_probabilities_pairs_and_padding_invariance(dirs, tok):
         assert res["label"] == max(res["scores"], key=res["scores"].get) and res["score"] == res["scores"][res["label"]]
         a, b = (item, None) if isinstance(item, str) else (item if isinstance(item, tuple) else
                                                           (item["text"], item["text_pair"]))
-        enc = tok.encode(a, b)
+        enc = infer_tok.encode(a, b)
         assert (b is not None) == (1 in enc.token_type_ids)
         with torch.no_grad():  # one unpadded row: batching and padding must not change the result
             p = model(torch.tensor([enc.input_ids]), token_type_ids=torch.tensor([enc.token_type_ids])).logits.softmax(-1)[0]
@@ -227,7 +215,7 @@ def test_classify_bad_inputs(dirs):
 
 # ----------------------------------------------------------------------------- embed + index
 
-def test_embed_pooling_normalisation_and_batching(dirs, tok):
+def test_embed_pooling_normalisation_and_batching(dirs, infer_tok):
     texts = ["good movie", "the cat sat on the mat", "我昨天去了商店", "john"]
     model = BertModel.from_pretrained(dirs["base"]).eval()
     for pooling in ("cls", "mean"):
@@ -237,7 +225,7 @@ def test_embed_pooling_normalisation_and_batching(dirs, tok):
         np.testing.assert_allclose(np.linalg.norm(vecs, axis=1), 1.0, atol=1e-5)
         for text, v in zip(texts, vecs):
             with torch.no_grad():
-                h = model(torch.tensor([tok.encode(text).input_ids])).last_hidden_state[0]  # (T, H)
+                h = model(torch.tensor([infer_tok.encode(text).input_ids])).last_hidden_state[0]  # (T, H)
             want = h[0] if pooling == "cls" else h.mean(0)
             np.testing.assert_allclose(v, (want / want.norm()).numpy(), atol=1e-5)
         single = pipe(texts[1])
@@ -301,7 +289,7 @@ def test_qa_sliding_windows_and_question_limits(dirs):
         pipeline("qa", dirs["cls"])
 
 
-def test_qa_no_answer_when_cls_beats_every_span(dirs, tok, tmp_path, capsys):
+def test_qa_no_answer_when_cls_beats_every_span(dirs, infer_tok, tmp_path, capsys):
     """[CLS] made to point at itself (a v2.0-style model): no answer unless the context has one."""
     model = BertForQuestionAnswering.from_pretrained(dirs["qa"])
     with torch.no_grad():
@@ -310,8 +298,8 @@ def test_qa_no_answer_when_cls_beats_every_span(dirs, tok, tmp_path, capsys):
         v = v - v.mean()
         v = v - (u @ v) @ u  # orthogonal to both (they are orthonormal and zero-mean)
         cls = 0.6 * (u[0] + u[1]) / math.sqrt(2) + 0.8 * v / v.norm()  # weaker on start/end than "paris"
-        model.bert.embeddings.word_embeddings.weight[tok.cls_token_id] = 50 * cls
-    qa_dir = save(model, tok, tmp_path / "qa-v2")
+        model.bert.embeddings.word_embeddings.weight[infer_tok.cls_token_id] = 50 * cls
+    qa_dir = save(model, infer_tok, tmp_path / "qa-v2")
     question = "Where does he live?"
     no_answer = "He works as a baker and reads a book every day."
     strict = pipeline("qa", qa_dir, allow_no_answer=True)
