@@ -176,6 +176,13 @@ def reused_pretraining(model_dir: Path) -> dict:
     return info
 
 
+def pretraining_entry(model_dir: Path, summary: dict) -> dict:
+    """One variant's pretraining for the report, from `pretrain`'s summary or `reused_pretraining`."""
+    return {"dir": str(model_dir), "steps": summary.get("step", summary.get("steps")),
+            "seconds": summary.get("elapsed_s", summary.get("seconds")), "val": summary.get("val"),
+            "note": summary.get("note")}
+
+
 def mean_std(xs: list[float]) -> tuple[float, float]:
     return statistics.fmean(xs), (statistics.stdev(xs) if len(xs) > 1 else 0.0)
 
@@ -441,12 +448,11 @@ def run(cfg: ExperimentConfig) -> dict:
 
     if cfg.name == "pretrain-vs-scratch":
         if given:
-            pretrained = given[0]
-            pre["pretrained"] = reused_pretraining(pretrained)
+            pretrained, summary = given[0], reused_pretraining(given[0])
         else:
             pretrained, summary = run_many(cfg, [("pretrain mlm", run_pretraining,
                                                   (cfg, out / "pretrain", "mlm", steps))], out)[0]
-            pre["pretrained"] = {"dir": str(pretrained), "steps": summary.get("step"), "val": summary.get("val")}
+        pre["pretrained"] = pretraining_entry(pretrained, summary)
         scratch = save_random_init(pretrained, out / "random-init", seed=0)
         variants = {"pretrained": (pretrained, False), "scratch": (scratch, False)}
         fine: Callable | None = finetune_standard
@@ -465,10 +471,7 @@ def run(cfg: ExperimentConfig) -> dict:
             (a, sa), = run_many(cfg, [arm_a], out)
             (b, sb), = run_many(cfg, [("pretrain mlm", run_pretraining,
                                        (cfg, out / "pretrain-mlm", "mlm", int(sa["step"])))], out)
-        pre = {"mlm+nsp": {"dir": str(a), "steps": sa.get("step", sa.get("steps")), "val": sa.get("val"),
-                           "note": sa.get("note")},
-               "mlm": {"dir": str(b), "steps": sb.get("step", sb.get("steps")), "val": sb.get("val"),
-                       "note": sb.get("note")}}
+        pre = {"mlm+nsp": pretraining_entry(a, sa), "mlm": pretraining_entry(b, sb)}
         variants = {"mlm+nsp": (a, False), "mlm": (b, False)}
         fine = finetune_standard
     else:  # mlm-vs-clm
