@@ -119,3 +119,12 @@ def json_object(line: str, where: str, hint: str = "") -> dict[str, Any]:
     if not isinstance(obj, dict):
         raise ClozeformerError(f"{where}: expected a JSON object, got {type(obj).__name__}")
     return obj
+
+
+def read_json_object(path: str | os.PathLike, hint: str = "") -> dict[str, Any]:
+    """A JSON file holding one object (a manifest, a config), or a one-line error naming it."""
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except UnicodeDecodeError as e:
+        raise ClozeformerError(f"{path}: not UTF-8 text ({e.reason} at byte {e.start}){hint}") from None
+    return json_object(text, str(path), hint)

@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Literal
 
 from clozeformer.errors import ClozeformerError
+from clozeformer.io import read_json_object
 
 #: The five special tokens every BERT vocab must contain, by role.
 SPECIAL_TOKENS = {"pad": "[PAD]", "unk": "[UNK]", "cls": "[CLS]", "sep": "[SEP]", "mask": "[MASK]"}
@@ -158,12 +159,7 @@ class Tokenizer:
         tokens = read_vocab(vocab_file)
         cfg: dict = {}
         if config_file.is_file():
-            try:
-                cfg = json.loads(config_file.read_text(encoding="utf-8"))
-            except (json.JSONDecodeError, UnicodeDecodeError) as e:
-                raise ClozeformerError(f"{config_file}: invalid JSON ({e})") from None
-            if not isinstance(cfg, dict):
-                raise ClozeformerError(f"{config_file}: expected a JSON object")
+            cfg = read_json_object(config_file)
             for role, tok in SPECIAL_TOKENS.items():
                 given = cfg.get(f"{role}_token")
                 given = given.get("content") if isinstance(given, dict) else given

@@ -18,7 +18,6 @@ not depend on rank, batch composition or history, and `state_dict()` needs only 
 
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Iterator
 from pathlib import Path
@@ -29,6 +28,7 @@ import numpy as np
 from clozeformer.data.masking import IGNORE_INDEX, MaskingConfig, TokenTable, mask_tokens, sample_keys
 from clozeformer.data.prepare import FORMAT_VERSION, MANIFEST
 from clozeformer.errors import ClozeformerError
+from clozeformer.io import read_json_object
 
 __all__ = ["PretrainLoader", "PretrainDataset", "MaskingConfig", "read_manifest"]
 
@@ -43,12 +43,7 @@ def read_manifest(data_dir: str | Path) -> dict:
         raise ClozeformerError(f"{data_dir}: no such data directory (run `clozeformer prepare` first)")
     if not path.is_file():
         raise ClozeformerError(f"{path}: missing; is {data_dir} a directory written by `clozeformer prepare`?")
-    try:
-        m = json.loads(path.read_text(encoding="utf-8"))
-    except (json.JSONDecodeError, UnicodeDecodeError) as e:
-        raise ClozeformerError(f"{path}: corrupt manifest ({e})") from None
-    if not isinstance(m, dict):
-        raise ClozeformerError(f"{path}: corrupt manifest (not a JSON object)")
+    m = read_json_object(path, "; a corrupt manifest: rerun `clozeformer prepare`")
     missing = [k for k in _REQUIRED if k not in m]
     if missing:
         raise ClozeformerError(f"{path}: corrupt manifest (missing {', '.join(missing)})")
