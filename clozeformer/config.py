@@ -18,6 +18,9 @@ from clozeformer.errors import ClozeformerError
 #: Activations the FFN supports, by their HF `hidden_act` names.
 ACTIVATIONS = ("gelu", "gelu_new", "gelu_pytorch_tanh", "gelu_fast", "relu", "silu", "swish")
 
+#: How positions enter the model (see model.py): BERT's learned table, or RoFormer's rotary attention.
+POSITION_TYPES = ("absolute", "rotary")
+
 #: (num_hidden_layers, hidden_size, num_attention_heads) of the named presets
 #: (Turc et al. 2019, "Well-Read Students Learn Better", for tiny..medium; Devlin et al. for base/large).
 PRESETS: dict[str, tuple[int, int, int]] = {
@@ -45,7 +48,9 @@ class BertConfig:
     initializer_range: float = 0.02  # std of the normal init (see model.init_weights)
     layer_norm_eps: float = 1e-12
     pad_token_id: int = 0
-    position_embedding_type: str = "absolute"  # the only kind BERT checkpoints use
+    # "absolute" (BERT's learned table; every HF BERT checkpoint) or "rotary" (RoFormer: rotary
+    # positions in attention, no table; saved with model_type "roformer")
+    position_embedding_type: str = "absolute"
     classifier_dropout: float | None = None  # None -> hidden_dropout_prob
     # Task heads (HF names). id2label keys are ints here, strings in config.json.
     num_labels: int = 2
@@ -84,9 +89,11 @@ class BertConfig:
             v = getattr(self, name)
             if not 0.0 <= v < 1.0:
                 raise bad(f"{name} must be in [0, 1), got {v!r}")
-        if self.position_embedding_type != "absolute":
+        if self.position_embedding_type not in POSITION_TYPES:
             raise bad(f"position_embedding_type {self.position_embedding_type!r} is not supported "
-                      "(only 'absolute', as in BERT)")
+                      f"(choose one of {', '.join(POSITION_TYPES)})")
+        if self.rotary and self.head_dim % 2:
+            raise bad(f"rotary positions need an even head size, got {self.head_dim}")
         if not 0 <= self.pad_token_id < self.vocab_size:
             raise bad(f"pad_token_id {self.pad_token_id} is outside the vocabulary (size {self.vocab_size})")
         if self.num_labels < 1:
@@ -98,6 +105,19 @@ class BertConfig:
     @property
     def head_dim(self) -> int:
         return self.hidden_size // self.num_attention_heads
+
+    @property
+    def rotary(self) -> bool:
+        return self.position_embedding_type == "rotary"
+
+    @property
+    def model_type(self) -> str:
+        """The HF model_type this config is saved as: "bert", or "roformer" for rotary positions."""
+        return "roformer" if self.rotary else "bert"
+
+    def hf_architecture(self, name: str) -> str:
+        """Our class name ("BertForMaskedLM") as transformers names it for this config ("RoFormerForMaskedLM")."""
+        return "RoFormer" + name[len("Bert"):] if self.rotary and name.startswith("Bert") else name
 
     # ------------------------------------------------------------------ presets
     @classmethod
@@ -113,9 +133,11 @@ class BertConfig:
 
     # ------------------------------------------------------------------ (de)serialisation
     def to_dict(self) -> dict[str, Any]:
-        """The HF `config.json` dict (model_type 'bert', id2label keys as strings)."""
-        d: dict[str, Any] = {"model_type": "bert"}
+        """The HF `config.json` dict (model_type 'bert' or 'roformer', id2label keys as strings)."""
+        d: dict[str, Any] = {"model_type": self.model_type}
         d.update(self.extra)
+        if isinstance(d.get("architectures"), list):
+            d["architectures"] = [self.hf_architecture(a) if isinstance(a, str) else a for a in d["architectures"]]
         for f in dataclasses.fields(self):
             if f.name == "extra":
                 continue
@@ -129,15 +151,31 @@ class BertConfig:
         for key in ("problem_type", "classifier_dropout"):
             if d.get(key) is None:
                 d.pop(key, None)
+        if self.rotary:  # RoFormerConfig's spelling: no position_embedding_type, explicit rotary fields
+            d.pop("position_embedding_type")
+            d.update(embedding_size=self.hidden_size, rotary_value=False)
         return d
 
     @classmethod
     def from_dict(cls, d: dict[str, Any], source: str = "config") -> BertConfig:
         d = dict(d)
         model_type = d.pop("model_type", "bert")
-        if model_type != "bert":
+        if model_type not in ("bert", "roformer"):
             raise ClozeformerError(f"{source}: model_type {model_type!r} is not a BERT model "
-                                   "(clozeformer reads model_type 'bert')")
+                                   "(clozeformer reads model_type 'bert' and 'roformer')")
+        if model_type == "roformer":
+            if d.pop("rotary_value", False):
+                raise ClozeformerError(f"{source}: rotary_value true (rotary values) is not supported")
+            emb = d.pop("embedding_size", None)
+            if emb is not None and emb != d.get("hidden_size", 768):
+                raise ClozeformerError(f"{source}: embedding_size {emb} != hidden_size is not supported")
+            d["position_embedding_type"] = "rotary"
+            if isinstance(d.get("architectures"), list):  # our class names are BERT's
+                d["architectures"] = ["Bert" + a[len("RoFormer"):] if isinstance(a, str) and a.startswith("RoFormer")
+                                      else a for a in d["architectures"]]
+        elif d.get("position_embedding_type", "absolute") != "absolute":
+            raise ClozeformerError(f"{source}: position_embedding_type {d['position_embedding_type']!r} is not "
+                                   "supported for model_type 'bert' (rotary models are model_type 'roformer')")
         names = {f.name for f in dataclasses.fields(cls)} - {"extra"}
         kw = {k: d.pop(k) for k in list(d) if k in names}
         extra = d.pop("extra", {}) if isinstance(d.get("extra"), dict) else {}

@@ -7,6 +7,12 @@ buffers, `model.safetensors` (also sharded) or `pytorch_model.bin` (read with
 `torch.load(weights_only=True)`: never a full unpickle). Missing or mis-shaped tensors are an
 error that names them; only a task head absent from the checkpoint is initialised fresh, and
 reported as new.
+
+Rotary models (`position_embedding_type="rotary"`) are saved as HF RoFormer directories: the same
+layer names under a `roformer.` prefix, no position table (transformers' fixed sinusoid buffer
+`encoder.embed_positions.weight` is written for it and ignored on load), and RoFormer's
+sequence-classification head `classifier.dense` / `classifier.out_proj`, which is our rotary
+`pooler.dense` / `classifier` (see `ROFORMER_POOLED_HEAD_MAP`).
 """
 
 from __future__ import annotations
@@ -46,10 +52,21 @@ HEAD_KEY_MAP: dict[str, str] = {
     "nsp.": "cls.seq_relationship.",
 }
 
+#   rotary models whose head reads the pooler (sequence classification, multiple choice): RoFormer
+#   calls the pooler's dense layer part of its classifier
+ROFORMER_POOLED_HEAD_MAP: dict[str, str] = {
+    "pooler.dense.": "classifier.dense.",
+    "classifier.": "classifier.out_proj.",
+}
+#: the backbone's prefix in HF checkpoints, by model_type
+BACKBONE_PREFIX = {"bert": "bert.", "roformer": "roformer."}
+ROFORMER_SINUSOID_KEY = "encoder.embed_positions.weight"
+
 # parameters that belong to heads: may be initialised fresh when a checkpoint lacks them
 HEAD_PREFIXES = ("mlm.", "nsp.", "classifier.", "qa_outputs.", "pooler.")
 # HF keys that carry no weights of their own (buffers, tied copies)
-IGNORED_HF = re.compile(r"(^|\.)(position_ids|token_type_ids)$|^cls\.predictions\.decoder\.bias$")
+IGNORED_HF = re.compile(r"(^|\.)(position_ids|token_type_ids)$|^cls\.predictions\.decoder\.bias$"
+                        r"|^encoder\.embed_positions\.weight$")
 _LAYER = re.compile(r"^encoder\.layer\.(\d+)\.(.*)$")
 
 
@@ -67,20 +84,28 @@ def _map(key: str, layer_table: dict[str, str], head_table: dict[str, str]) -> s
     return _swap(key, head_table)
 
 
-def to_hf_key(key: str) -> str:
-    """Our parameter name (with or without the `bert.` prefix) -> the HF name."""
+def head_map(rotary: bool = False, pooled_head: bool = False) -> dict[str, str]:
+    """The top-level table: HEAD_KEY_MAP, plus RoFormer's classifier names for a rotary pooled head."""
+    return {**ROFORMER_POOLED_HEAD_MAP, **HEAD_KEY_MAP} if rotary and pooled_head else HEAD_KEY_MAP
+
+
+def to_hf_key(key: str, rotary: bool = False, pooled_head: bool = False) -> str:
+    """Our parameter name (with or without the `bert.` prefix) -> the HF name (`roformer.` for rotary)."""
     prefix = ""
     if key.startswith("bert."):
-        prefix, key = "bert.", key[len("bert."):]
-    new = _map(key, LAYER_KEY_MAP, HEAD_KEY_MAP)
-    return new if new.startswith("cls.") else prefix + new
+        prefix, key = BACKBONE_PREFIX["roformer" if rotary else "bert"], key[len("bert."):]
+    new = _map(key, LAYER_KEY_MAP, head_map(rotary, pooled_head))
+    return new if new.startswith(("cls.", "classifier.")) else prefix + new
 
 
-def from_hf_key(key: str) -> str:
-    """HF name (without the `bert.` prefix; TF `gamma`/`beta` accepted) -> ours, backbone-relative."""
+def from_hf_key(key: str, rotary: bool = False) -> str:
+    """HF name (without the backbone prefix; TF `gamma`/`beta` accepted) -> ours, backbone-relative."""
     key = re.sub(r"\.gamma$", ".weight", key)
     key = re.sub(r"\.beta$", ".bias", key)
-    return _map(key, {v: k for k, v in LAYER_KEY_MAP.items()}, {v: k for k, v in HEAD_KEY_MAP.items()})
+    heads = {v: k for k, v in head_map(rotary, pooled_head=rotary).items()}
+    # longest HF prefix first: "classifier.out_proj." before a bare "classifier." would match
+    heads = dict(sorted(heads.items(), key=lambda kv: -len(kv[0])))
+    return _map(key, {v: k for k, v in LAYER_KEY_MAP.items()}, heads)
 
 
 # ----------------------------------------------------------------------------- reading weights
@@ -156,12 +181,13 @@ def load_pretrained(cls, path, config: BertConfig | None = None, strict_heads: b
     raw, weights_file = read_weights(directory)
 
     # HF name -> ours, backbone-relative; drop buffers and tied copies
+    prefix = BACKBONE_PREFIX[config.model_type]
     theirs: dict[str, torch.Tensor] = {}
     for key, tensor in raw.items():
-        k = key[len("bert."):] if key.startswith("bert.") else key
+        k = key[len(prefix):] if key.startswith(prefix) else key
         if IGNORED_HF.search(k):
             continue
-        theirs[from_hf_key(k)] = tensor
+        theirs[from_hf_key(k, config.rotary)] = tensor
 
     model = cls(config)
     has_backbone_prefix = hasattr(model, "bert")
@@ -183,7 +209,7 @@ def load_pretrained(cls, path, config: BertConfig | None = None, strict_heads: b
                            not in theirs and not (k[5:] if k.startswith("bert.") else k).startswith(HEAD_PREFIXES)
                            and (k[5:] if k.startswith("bert.") else k) not in tied]
                 raise ClozeformerError(
-                    f"{weights_file}: missing tensor {to_hf_key(full_key)!r} "
+                    f"{weights_file}: missing tensor {to_hf_key(full_key, config.rotary)!r} "
                     f"({len(missing)} backbone tensors missing in all; is this a BERT checkpoint "
                     f"of this architecture?)")
             if tuple(src.shape) != tuple(param.shape):
@@ -192,12 +218,12 @@ def load_pretrained(cls, path, config: BertConfig | None = None, strict_heads: b
                     new.append(full_key)
                     continue
                 raise ClozeformerError(
-                    f"{weights_file}: tensor {to_hf_key(full_key)!r} has shape {tuple(src.shape)}, "
+                    f"{weights_file}: tensor {to_hf_key(full_key, config.rotary)!r} has shape {tuple(src.shape)}, "
                     f"the config ({directory / 'config.json'}) implies {tuple(param.shape)}")
             param.copy_(src.to(param.dtype))
             loaded.add(rel)
     model.tie_weights()
-    unused = sorted(to_hf_key(k) for k in theirs if k not in loaded and k not in tied)
+    unused = sorted(to_hf_key(k, config.rotary) for k in theirs if k not in loaded and k not in tied)
     if strict_heads and new:
         raise ClozeformerError(f"{weights_file}: no weights for {', '.join(new)}")
     if new:
@@ -210,13 +236,29 @@ def load_pretrained(cls, path, config: BertConfig | None = None, strict_heads: b
 
 # ----------------------------------------------------------------------------- save
 
+def roformer_sinusoid(num_positions: int, head_dim: int) -> torch.Tensor:
+    """transformers' fixed RoFormer table (num_positions, D): sin in the first half, cos in the second.
+
+    It carries no weights (`model.rotary_tables` computes the same angles); written so that
+    transformers finds every tensor it expects."""
+    from clozeformer.model import rotary_tables
+
+    cos, sin = rotary_tables(num_positions, head_dim, torch.device("cpu"))
+    return torch.cat([sin, cos], dim=-1).contiguous()
+
+
 def hf_state_dict(model: torch.nn.Module) -> dict[str, torch.Tensor]:
     """Our state dict under HF names, tied copies dropped, contiguous (safetensors-ready)."""
+    config = model.config
+    pooled_head = hasattr(model, "classifier") and getattr(getattr(model, "bert", None), "pooler", None) is not None
     out: dict[str, torch.Tensor] = {}
     for key, tensor in model.state_dict().items():
         if key.endswith("mlm.decoder.weight"):
             continue  # tied to the word embeddings; HF re-ties on load
-        out[to_hf_key(key)] = tensor.detach().contiguous().clone()
+        out[to_hf_key(key, config.rotary, pooled_head)] = tensor.detach().contiguous().clone()
+    if config.rotary:
+        prefix = BACKBONE_PREFIX["roformer"] if hasattr(model, "bert") else ""
+        out[prefix + ROFORMER_SINUSOID_KEY] = roformer_sinusoid(config.max_position_embeddings, config.head_dim)
     return out
 
 
@@ -229,7 +271,7 @@ def save_pretrained(model: torch.nn.Module, directory) -> None:
     directory = Path(directory)
     directory.mkdir(parents=True, exist_ok=True)
     cfg_dict = model.config.to_dict()
-    cfg_dict["architectures"] = [type(model).hf_architecture]
+    cfg_dict["architectures"] = [model.config.hf_architecture(type(model).hf_architecture)]
     atomic_write_text(directory / "config.json", json.dumps(cfg_dict, indent=2, ensure_ascii=False) + "\n")
     with atomic_path(directory / "model.safetensors") as tmp:
         save_file(hf_state_dict(model), str(tmp), metadata={"format": "pt"})

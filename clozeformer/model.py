@@ -2,6 +2,12 @@
 
     embeddings -> [self-attention -> FFN] x L (post-LN residual blocks) -> pooler -> heads
 
+Positions come in one of two ways (`BertConfig.position_embedding_type`):
+- "absolute" (BERT): a learned table added to the word embeddings. HF BERT checkpoints.
+- "rotary" (RoFormer, Su et al. 2021): no table; queries and keys are rotated by their
+  position inside attention, so q.k depends on the relative offset and "look at the next token"
+  is expressible from the first step. Same layers otherwise; saved as an HF RoFormer directory.
+
 Dimension legend: B batch, T sequence length, H hidden size, NH attention heads,
 D = H / NH head size, I intermediate (FFN) size, V vocabulary size, N masked positions,
 C choices (multiple choice), K labels.
@@ -84,29 +90,62 @@ def activation(name: str):
     raise ValueError(f"unknown activation {name!r}")  # BertConfig.validate() rejects it earlier
 
 
+def head_dropout(cfg: BertConfig) -> float:
+    """Dropout before a task head: classifier_dropout when set, else hidden_dropout_prob (HF's rule)."""
+    return cfg.classifier_dropout if cfg.classifier_dropout is not None else cfg.hidden_dropout_prob
+
+
 class Embeddings(nn.Module):
-    """word + position + token type, then LayerNorm and dropout."""
+    """word + position (absolute only) + token type, then LayerNorm and dropout."""
 
     def __init__(self, cfg: BertConfig):
         super().__init__()
+        self.max_positions = cfg.max_position_embeddings
         self.word_embeddings = nn.Embedding(cfg.vocab_size, cfg.hidden_size, padding_idx=cfg.pad_token_id)
-        self.position_embeddings = nn.Embedding(cfg.max_position_embeddings, cfg.hidden_size)
+        # rotary models carry no position table: positions enter in attention (rotary_tables)
+        self.position_embeddings = (nn.Embedding(cfg.max_position_embeddings, cfg.hidden_size)
+                                    if cfg.position_embedding_type == "absolute" else None)
         self.token_type_embeddings = nn.Embedding(cfg.type_vocab_size, cfg.hidden_size)
         self.LayerNorm = nn.LayerNorm(cfg.hidden_size, eps=cfg.layer_norm_eps)
         self.dropout = nn.Dropout(cfg.hidden_dropout_prob)
 
     def forward(self, input_ids: torch.Tensor, token_type_ids: torch.Tensor | None) -> torch.Tensor:
         T = input_ids.shape[1]
-        if T > self.position_embeddings.num_embeddings:
-            raise ValueError(f"sequence length {T} exceeds max_position_embeddings "
-                             f"{self.position_embeddings.num_embeddings}")
+        if T > self.max_positions:
+            raise ValueError(f"sequence length {T} exceeds max_position_embeddings {self.max_positions}")
         x = self.word_embeddings(input_ids)  # (B, T, H)
-        x = x + self.position_embeddings.weight[:T]  # (T, H) broadcast over B
+        if self.position_embeddings is not None:
+            x = x + self.position_embeddings.weight[:T]  # (T, H) broadcast over B
         if token_type_ids is None:
             x = x + self.token_type_embeddings.weight[0]
         else:
             x = x + self.token_type_embeddings(token_type_ids)
         return self.dropout(self.LayerNorm(x))
+
+
+ROTARY_BASE = 10000.0  # RoFormer's theta: pair i of a head turns by position * base^(-2i/D)
+
+
+def rotary_tables(T: int, D: int, device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
+    """cos and sin of position * frequency, each (T, D/2), in fp32.
+
+    Computed per call (a T x D/2 outer product, negligible next to the matmuls) rather than held
+    in a buffer, so a model built on the meta device, exported to ONNX or compiled needs nothing else.
+    """
+    inv_freq = ROTARY_BASE ** (-torch.arange(0, D, 2, device=device, dtype=torch.float32) / D)  # (D/2,)
+    angles = torch.arange(T, device=device, dtype=torch.float32)[:, None] * inv_freq[None, :]  # (T, D/2)
+    return angles.cos(), angles.sin()
+
+
+def apply_rotary(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+    """Rotate each adjacent pair (x[2i], x[2i+1]) of a head by its angle (RoFormer's interleaved layout).
+
+    x (B, NH, T, D); cos, sin (T, D/2). out[2i] = x[2i] cos - x[2i+1] sin, out[2i+1] = x[2i+1] cos + x[2i] sin.
+    """
+    pairs = x.unflatten(-1, (-1, 2))  # (B, NH, T, D/2, 2)
+    x0, x1 = pairs[..., 0], pairs[..., 1]  # (B, NH, T, D/2) each
+    cos, sin = cos.to(x.dtype), sin.to(x.dtype)
+    return torch.stack((x0 * cos - x1 * sin, x1 * cos + x0 * sin), dim=-1).flatten(-2)  # (B, NH, T, D)
 
 
 class SelfAttention(nn.Module):
@@ -124,7 +163,8 @@ class SelfAttention(nn.Module):
         self.attn_dropout = cfg.attention_probs_dropout_prob
         self.dropout = nn.Dropout(cfg.hidden_dropout_prob)
 
-    def forward(self, x: torch.Tensor, mask: torch.Tensor | None, causal: bool = False) -> torch.Tensor:
+    def forward(self, x: torch.Tensor, mask: torch.Tensor | None, causal: bool = False,
+                rope: tuple[torch.Tensor, torch.Tensor] | None = None) -> torch.Tensor:
         B, T, H = x.shape
         NH = self.num_heads
 
@@ -132,6 +172,8 @@ class SelfAttention(nn.Module):
             return t.view(B, T, NH, H // NH).transpose(1, 2)  # (B, T, H) -> (B, NH, T, D)
 
         q, k, v = heads(self.query(x)), heads(self.key(x)), heads(self.value(x))
+        if rope is not None:  # rotary positions: queries and keys only (RoFormer, rotary_value=False)
+            q, k = apply_rotary(q, *rope), apply_rotary(k, *rope)
         # mask: (B, 1, 1, T) bool, True = attend; None = no padding anywhere (fast path).
         # causal (left-to-right, only for the MLM-vs-CLM experiment): token t sees tokens <= t.
         if causal and mask is not None:
@@ -165,18 +207,22 @@ class Layer(nn.Module):
         self.attention = SelfAttention(cfg)
         self.ffn = FeedForward(cfg)
 
-    def forward(self, x: torch.Tensor, mask: torch.Tensor | None, causal: bool = False) -> torch.Tensor:
-        return self.ffn(self.attention(x, mask, causal))
+    def forward(self, x: torch.Tensor, mask: torch.Tensor | None, causal: bool = False,
+                rope: tuple[torch.Tensor, torch.Tensor] | None = None) -> torch.Tensor:
+        return self.ffn(self.attention(x, mask, causal, rope))
 
 
 class Encoder(nn.Module):
     def __init__(self, cfg: BertConfig):
         super().__init__()
         self.layer = nn.ModuleList(Layer(cfg) for _ in range(cfg.num_hidden_layers))
+        self.rotary = cfg.position_embedding_type == "rotary"
+        self.head_dim = cfg.head_dim
 
     def forward(self, x: torch.Tensor, mask: torch.Tensor | None, causal: bool = False) -> torch.Tensor:
+        rope = rotary_tables(x.shape[1], self.head_dim, x.device) if self.rotary else None  # (T, D/2) x 2
         for layer in self.layer:
-            x = layer(x, mask, causal)
+            x = layer(x, mask, causal, rope)
         return x
 
 
@@ -267,14 +313,21 @@ class PreTrainedModel(nn.Module):
 # ----------------------------------------------------------------------------- the encoder
 
 class Pooler(nn.Module):
-    """tanh(dense(h_[CLS])): the sentence representation used by NSP and classification."""
+    """The sentence representation used by NSP and classification, from h_[CLS].
+
+    BERT: tanh(dense(h)). Rotary models follow RoFormer's classification head instead:
+    act(dense(dropout(h))) with the FFN's activation (hf.py saves this dense as `classifier.dense`).
+    """
 
     def __init__(self, cfg: BertConfig):
         super().__init__()
         self.dense = nn.Linear(cfg.hidden_size, cfg.hidden_size)
+        rotary = cfg.position_embedding_type == "rotary"
+        self.act = activation(cfg.hidden_act) if rotary else torch.tanh
+        self.dropout = nn.Dropout(head_dropout(cfg)) if rotary else nn.Identity()
 
     def forward(self, hidden: torch.Tensor) -> torch.Tensor:
-        return torch.tanh(self.dense(hidden[:, 0]))  # (B, T, H) -> (B, H)
+        return self.act(self.dense(self.dropout(hidden[:, 0])))  # (B, T, H) -> (B, H)
 
 
 class BertModel(PreTrainedModel):
@@ -373,11 +426,6 @@ class BertForMaskedLM(PreTrainedModel):
         out = self.bert(input_ids, attention_mask, token_type_ids)
         loss, logits = mlm_loss_and_logits(self.mlm, out.last_hidden_state, labels, self.sparse_mlm)
         return MaskedLMOutput(loss, logits, out.last_hidden_state)
-
-
-def head_dropout(cfg: BertConfig) -> float:
-    """Dropout before a task head: classifier_dropout when set, else hidden_dropout_prob (HF's rule)."""
-    return cfg.classifier_dropout if cfg.classifier_dropout is not None else cfg.hidden_dropout_prob
 
 
 def classification_loss(cfg: BertConfig, logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
