@@ -52,6 +52,9 @@ class BertConfig:
     # positions in attention, no table; saved with model_type "roformer")
     position_embedding_type: str = "absolute"
     classifier_dropout: float | None = None  # None -> hidden_dropout_prob
+    # What the pooler reads: "cls" (BERT, transformers) or "mean" of the real tokens (clozeformer's
+    # option, as ModernBERT's; transformers' BERT/RoFormer heads ignore it and read [CLS])
+    classifier_pooling: str = "cls"
     # Task heads (HF names). id2label keys are ints here, strings in config.json.
     num_labels: int = 2
     id2label: dict[int, str] | None = None
@@ -96,6 +99,8 @@ class BertConfig:
             raise bad(f"rotary positions need an even head size, got {self.head_dim}")
         if not 0 <= self.pad_token_id < self.vocab_size:
             raise bad(f"pad_token_id {self.pad_token_id} is outside the vocabulary (size {self.vocab_size})")
+        if self.classifier_pooling not in ("cls", "mean"):
+            raise bad(f"classifier_pooling must be 'cls' or 'mean', got {self.classifier_pooling!r}")
         if self.num_labels < 1:
             raise bad(f"num_labels must be >= 1, got {self.num_labels}")
         if self.problem_type not in (None, "regression", "single_label_classification",
@@ -151,6 +156,8 @@ class BertConfig:
         for key in ("problem_type", "classifier_dropout"):
             if d.get(key) is None:
                 d.pop(key, None)
+        if d.get("classifier_pooling") == "cls":  # the default: keep HF's config.json as HF writes it
+            d.pop("classifier_pooling")
         if self.rotary:  # RoFormerConfig's spelling: no position_embedding_type, explicit rotary fields
             d.pop("position_embedding_type")
             d.update(embedding_size=self.hidden_size, rotary_value=False)

@@ -58,8 +58,13 @@ class ExperimentConfig:
     finetune_minutes: float = field(default=2.0, metadata=_help("wall-clock cap per fine-tuning run"))
     seeds: int = field(default=3, metadata=_help("fine-tuning seeds per (variant, task)"))
     batch_size: int = field(default=32, metadata=_help("pretraining micro-batch"))
-    lr: float = field(default=5e-4, metadata=_help("pretraining peak learning rate"))
+    lr: float | None = field(default=None, metadata=_help(
+        "pretraining peak learning rate; unset: `pretrain`'s recipe for --model"))
+    warmup_steps: int | None = field(default=None, metadata=_help(
+        "pretraining warmup steps; unset: `pretrain`'s recipe for --model"))
     finetune_lr: float = field(default=1e-4, metadata=_help("fine-tuning learning rate"))
+    finetune_dropout: float | None = field(default=None, metadata=_help(
+        "dropout while fine-tuning (`finetune --dropout`); unset: each model's own"))
     finetune_epochs: float = field(default=3.0, metadata=_help("fine-tuning epochs (the time cap may stop earlier)"))
     max_train_examples: int | None = field(default=4000, metadata=_help("cap on fine-tuning examples per task"))
     max_eval_examples: int | None = field(default=2000, metadata=_help("cap on dev examples per task"))
@@ -124,25 +129,9 @@ def finetune_standard(cfg: ExperimentConfig, model_dir: Path, task: str, seed: i
     res = finetune(FinetuneConfig(
         task=task, data=[str(task_dir(cfg, task))], model=str(model_dir), out=str(out), epochs=cfg.finetune_epochs,
         lr=cfg.finetune_lr, batch_size=32, seed=seed, max_time=cfg.finetune_minutes, overwrite=True,
-        max_train_examples=cfg.max_train_examples, max_eval_examples=cfg.max_eval_examples, threads=cfg.threads))
+        max_train_examples=cfg.max_train_examples, max_eval_examples=cfg.max_eval_examples, threads=cfg.threads,
+        dropout=cfg.finetune_dropout))
     return float(res["best"]["main"]) if res.get("best") else float("nan")
-
-
-def save_random_init(reference: Path, out: Path, seed: int) -> Path:
-    """A randomly initialised model with `reference`'s architecture and vocabulary."""
-    import shutil
-
-    import torch
-
-    from clozeformer.config import BertConfig
-    from clozeformer.model import BertForMaskedLM
-
-    torch.manual_seed(seed)
-    BertForMaskedLM(BertConfig.from_pretrained(reference)).save_pretrained(out)
-    for name in ("vocab.txt", "tokenizer_config.json"):
-        if (reference / name).is_file():
-            shutil.copy(reference / name, out / name)
-    return out
 
 
 def run_pretraining(cfg: ExperimentConfig, out: Path, objective: str, max_steps: int | None) -> tuple[Path, dict]:
@@ -153,7 +142,7 @@ def run_pretraining(cfg: ExperimentConfig, out: Path, objective: str, max_steps:
     summary = pretrain(PretrainConfig(
         data=cfg.data, out=str(out), model=cfg.model, objective=objective,  # type: ignore[arg-type]
         max_time=None if max_steps else cfg.budget_minutes, max_steps=max_steps, batch_size=cfg.batch_size,
-        lr=cfg.lr, warmup_steps=100, eval_every=0, eval_batches=50, seed=0, tensorboard=False, keep_last=1,
+        lr=cfg.lr, warmup_steps=cfg.warmup_steps, eval_every=0, eval_batches=50, seed=0, tensorboard=False, keep_last=1,
         num_threads=cfg.threads, resume=False, progress=cfg.jobs == 1))
     return Path(summary["checkpoint"]), summary
 
@@ -203,24 +192,31 @@ def clm_or_mlm_pretrain(cfg: ExperimentConfig, causal: bool, steps: int | None, 
     from clozeformer.config import BertConfig
     from clozeformer.data.loader import MaskingConfig, PretrainLoader, read_manifest
     from clozeformer.model import BertForMaskedLM
+    from clozeformer.train.config import recipe_for
     from clozeformer.train.optim import Schedule, param_groups
 
     manifest = read_manifest(cfg.data)
+    recipe = recipe_for(cfg.model, from_preset=True)  # the same defaults as `pretrain --model`
+    lr = cfg.lr if cfg.lr is not None else recipe.lr
+    warmup = cfg.warmup_steps if cfg.warmup_steps is not None else recipe.warmup_steps
+    over = {} if recipe.dropout is None else {"hidden_dropout_prob": recipe.dropout,
+                                               "attention_probs_dropout_prob": recipe.dropout}
     torch.manual_seed(0)
-    model = BertForMaskedLM(BertConfig.preset(cfg.model, vocab_size=manifest["vocab_size"])).train()
-    opt = torch.optim.AdamW(param_groups(model, 0.01), lr=cfg.lr, eps=1e-6)
+    model = BertForMaskedLM(BertConfig.preset(cfg.model, vocab_size=manifest["vocab_size"],
+                                              position_embedding_type=recipe.position_embedding_type, **over)).train()
+    opt = torch.optim.AdamW(param_groups(model, 0.01), lr=lr, eps=1e-6)
     loader = PretrainLoader(cfg.data, "train", batch_size=cfg.batch_size, seed=0, masking=MaskingConfig())
     t0, losses, step = time.monotonic(), [], 0
     budget_s = cfg.budget_minutes * 60
     horizon = steps
-    sched = Schedule("linear", warmup_steps=100)
+    sched = Schedule("linear", warmup_steps=warmup)
     for batch in loader:
         if (steps is not None and step >= steps) or (steps is None and time.monotonic() - t0 >= budget_s):
             break
         if steps is None and step >= 3:  # time budget -> step horizon from the measured pace
             horizon = max(step, math.ceil(step * budget_s / (time.monotonic() - t0)))
         for g in opt.param_groups:
-            g["lr"] = cfg.lr * sched.factor(step, horizon)
+            g["lr"] = lr * sched.factor(step, horizon)
         ids, mask, types, labels = (batch[k] for k in ("input_ids", "attention_mask", "token_type_ids", "labels"))
         if causal:
             orig = torch.where(labels != -100, labels, ids)
@@ -453,6 +449,8 @@ def run(cfg: ExperimentConfig) -> dict:
             pretrained, summary = run_many(cfg, [("pretrain mlm", run_pretraining,
                                                   (cfg, out / "pretrain", "mlm", steps))], out)[0]
         pre["pretrained"] = pretraining_entry(pretrained, summary)
+        from clozeformer.train.build import save_random_init
+
         scratch = save_random_init(pretrained, out / "random-init", seed=0)
         variants = {"pretrained": (pretrained, False), "scratch": (scratch, False)}
         fine: Callable | None = finetune_standard
@@ -517,6 +515,7 @@ def run(cfg: ExperimentConfig) -> dict:
 def results_markdown(cfg: ExperimentConfig, result: dict) -> str:
     scores = result["scores"]
     variants = list(scores)
+    dropout = "as saved" if cfg.finetune_dropout is None else f"{cfg.finetune_dropout:g}"
     lines = [f"### {cfg.name}", "",
              f"Backbone `{cfg.model}`; " + (
                  "pretrained models given with --pretrained" if cfg.pretrained else
@@ -524,7 +523,8 @@ def results_markdown(cfg: ExperimentConfig, result: dict) -> str:
                  if cfg.budget_steps else
                  f"pretraining budget {cfg.budget_minutes:g} min for the first variant (the others get its step count)") +
              f"; fine-tuning {cfg.finetune_epochs:g} epochs, <= {cfg.finetune_minutes:g} min per run, lr "
-             f"{cfg.finetune_lr:g}, <= {cfg.max_train_examples} train / {cfg.max_eval_examples} dev examples; "
+             f"{cfg.finetune_lr:g}, dropout {dropout}, <= {cfg.max_train_examples} train / "
+             f"{cfg.max_eval_examples} dev examples; "
              f"{cfg.seeds} fine-tuning seeds; mean +- std of each task's main dev metric.", "",
              "| task | " + " | ".join(variants) + " |", "|---|" + "---|" * len(variants)]
     for task in cfg.tasks:
@@ -533,8 +533,18 @@ def results_markdown(cfg: ExperimentConfig, result: dict) -> str:
             m, s = mean_std(scores[v][task])
             cells.append(f"{m:.3f} +- {s:.3f}")
         lines.append(f"| {task} | " + " | ".join(cells) + " |")
-    avg = [statistics.fmean(statistics.fmean(scores[v][t]) for t in cfg.tasks) for v in variants]
-    lines.append("| **average** | " + " | ".join(f"**{a:.3f}**" for a in avg) + " |")
+    from clozeformer.tasks.config import TaskDataConfig
+    from clozeformer.tasks.spec import get_task
+
+    groups = [("average", list(cfg.tasks))]
+    classification = [t for t in cfg.tasks if get_task(t, TaskDataConfig()).family == "classification"]
+    if 0 < len(classification) < len(cfg.tasks):
+        groups.append(("average, classification tasks", classification))
+    for label, tasks in groups:
+        avg = [statistics.fmean(statistics.fmean(scores[v][t]) for t in tasks) for v in variants]
+        lines.append(f"| **{label}** | " + " | ".join(f"**{a:.3f}**" for a in avg) + " |")
+        if len(avg) == 2:  # the first variant's lead, in points (metric x 100)
+            lines.append(f"| {label}: {variants[0]} - {variants[1]} | {100 * (avg[0] - avg[1]):+.1f} points | |")
     lines += ["", "Pretraining: " + "; ".join(_pretraining_summary(k, d) for k, d in result["pretraining"].items()), ""]
     return "\n".join(lines)
 

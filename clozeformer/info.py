@@ -25,10 +25,10 @@ def main(args: argparse.Namespace) -> int:
     cls = MODEL_CLASSES.get(arch, BertModel)
     model = cls.from_pretrained(directory)
     c = model.config
-    print(f"{directory}: {cls.__name__} ({arch} in config.json)")
+    print(f"{directory}: {cls.__name__} ({c.hf_architecture(arch)} in config.json, model_type {c.model_type})")
     print(f"  layers {c.num_hidden_layers}, hidden {c.hidden_size}, heads {c.num_attention_heads}, "
-          f"ffn {c.intermediate_size}, vocab {c.vocab_size}, max positions {c.max_position_embeddings}, "
-          f"act {c.hidden_act}")
+          f"ffn {c.intermediate_size}, vocab {c.vocab_size}, max positions {c.max_position_embeddings} "
+          f"({c.position_embedding_type}), act {c.hidden_act}")
     print(f"  parameters: {model.num_parameters():,}")
     if c.id2label:
         print(f"  labels: {', '.join(c.id2label[i] for i in sorted(c.id2label))}")

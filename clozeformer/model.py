@@ -313,10 +313,13 @@ class PreTrainedModel(nn.Module):
 # ----------------------------------------------------------------------------- the encoder
 
 class Pooler(nn.Module):
-    """The sentence representation used by NSP and classification, from h_[CLS].
+    """The sentence representation used by NSP and classification.
 
-    BERT: tanh(dense(h)). Rotary models follow RoFormer's classification head instead:
-    act(dense(dropout(h))) with the FFN's activation (hf.py saves this dense as `classifier.dense`).
+    It reads h_[CLS] (`classifier_pooling="cls"`, BERT's and transformers' rule) or the mean of
+    the real tokens' states ("mean", as ModernBERT offers; clozeformer-only: transformers' BERT
+    and RoFormer heads read [CLS]). BERT: tanh(dense(h)). Rotary models follow RoFormer's
+    classification head: act(dense(dropout(h))) with the FFN's activation (hf.py saves this
+    dense as `classifier.dense`).
     """
 
     def __init__(self, cfg: BertConfig):
@@ -325,9 +328,17 @@ class Pooler(nn.Module):
         rotary = cfg.position_embedding_type == "rotary"
         self.act = activation(cfg.hidden_act) if rotary else torch.tanh
         self.dropout = nn.Dropout(head_dropout(cfg)) if rotary else nn.Identity()
+        self.mean = cfg.classifier_pooling == "mean"
 
-    def forward(self, hidden: torch.Tensor) -> torch.Tensor:
-        return self.act(self.dense(self.dropout(hidden[:, 0])))  # (B, T, H) -> (B, H)
+    def forward(self, hidden: torch.Tensor, attention_mask: torch.Tensor | None = None) -> torch.Tensor:
+        if not self.mean:
+            h = hidden[:, 0]  # (B, T, H) -> (B, H)
+        elif attention_mask is None:
+            h = hidden.mean(dim=1)  # (B, H)
+        else:
+            w = attention_mask.to(hidden.dtype).unsqueeze(-1)  # (B, T, 1)
+            h = (hidden * w).sum(dim=1) / w.sum(dim=1).clamp(min=1.0)  # (B, H)
+        return self.act(self.dense(self.dropout(h)))
 
 
 class BertModel(PreTrainedModel):
@@ -345,7 +356,7 @@ class BertModel(PreTrainedModel):
         """`causal=True` turns the encoder left-to-right (a GPT-style baseline); BERT never uses it."""
         x = self.embeddings(input_ids, token_type_ids)  # (B, T) -> (B, T, H)
         x = self.encoder(x, attention_mask_for_sdpa(attention_mask), causal)
-        return BaseModelOutput(x, self.pooler(x) if self.pooler is not None else None)
+        return BaseModelOutput(x, self.pooler(x, attention_mask) if self.pooler is not None else None)
 
 
 # ----------------------------------------------------------------------------- heads

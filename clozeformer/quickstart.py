@@ -48,7 +48,8 @@ class QuickstartConfig:
     vocab_size: int = field(default=12000, metadata=_help("WordPiece vocabulary size (English + Chinese)"))
     seq_len: int = field(default=128, metadata=_help("pretraining sequence length"))
     batch_size: int = field(default=32, metadata=_help("pretraining micro-batch"))
-    lr: float = field(default=1e-3, metadata=_help("pretraining peak learning rate (tiny models like it high)"))
+    lr: float | None = field(default=None, metadata=_help(
+        "pretraining peak learning rate; unset: `pretrain`'s recipe for --model"))
     finetune_lr: float = field(default=1e-4, metadata=_help("fine-tuning learning rate"))
     finetune_epochs: float = field(default=3.0, metadata=_help("fine-tuning epochs (the time cap may stop earlier)"))
     seed: int = field(default=0, metadata=_help("seed for everything"))
@@ -151,7 +152,8 @@ def run(cfg: QuickstartConfig) -> dict:
     from clozeformer.model import BertForMaskedLM
     from clozeformer.tasks.config import FinetuneConfig
     from clozeformer.tasks.finetune import finetune
-    from clozeformer.train.config import PretrainConfig
+    from clozeformer.train.build import save_random_init
+    from clozeformer.train.config import PretrainConfig, recipe_for
     from clozeformer.train.loop import pretrain
 
     if cfg.threads:
@@ -179,7 +181,9 @@ def run(cfg: QuickstartConfig) -> dict:
 
     t = _step("3/6 cloze test with a random (untrained) model")
     torch.manual_seed(cfg.seed)
-    random_model = BertForMaskedLM(BertConfig.preset(cfg.model, vocab_size=tok.vocab_size)).eval()
+    recipe = recipe_for(cfg.model, from_preset=True)  # the architecture `pretrain` builds below
+    random_model = BertForMaskedLM(BertConfig.preset(
+        cfg.model, vocab_size=tok.vocab_size, position_embedding_type=recipe.position_embedding_type)).eval()
     before = cloze(random_model, tok)
     _print_cloze(before)
 
@@ -187,7 +191,7 @@ def run(cfg: QuickstartConfig) -> dict:
     run_dir = out / "pretrain"
     summary = pretrain(PretrainConfig(
         data=str(out / "data"), out=str(run_dir), model=cfg.model, max_time=cfg.minutes,
-        batch_size=cfg.batch_size, lr=cfg.lr, warmup_steps=100, eval_every=100, eval_batches=20,
+        batch_size=cfg.batch_size, lr=cfg.lr, eval_every=100, eval_batches=20,
         seed=cfg.seed, tensorboard=False, keep_last=1, save_every_minutes=0.0, progress=True))
     timings["pretrain"] = time.perf_counter() - t
     checkpoint = Path(summary["checkpoint"])
@@ -203,10 +207,11 @@ def run(cfg: QuickstartConfig) -> dict:
     t = _step("6/6 fine-tune QNLI (bundled slice) from the pretrained model and from scratch")
     qnli = str(asset("tasks", "qnli"))
     results: dict[str, dict] = {}
-    for name, model, tokenizer in (("pretrained", str(checkpoint), None),
-                                   ("scratch", cfg.model, str(out / "tokenizer"))):
+    # scratch: the pretrained model's exact config (positions, dropout, vocab) with fresh weights
+    scratch = save_random_init(checkpoint, out / "random-init", seed=cfg.seed)
+    for name, model in (("pretrained", checkpoint), ("scratch", scratch)):
         t1 = time.perf_counter()
-        res = finetune(FinetuneConfig(task="qnli", data=[qnli], model=model, tokenizer=tokenizer,
+        res = finetune(FinetuneConfig(task="qnli", data=[qnli], model=str(model),
                                       out=str(out / f"finetune-{name}"), epochs=cfg.finetune_epochs,
                                       lr=cfg.finetune_lr, batch_size=32, max_time=cfg.finetune_minutes,
                                       seed=cfg.seed, overwrite=True))

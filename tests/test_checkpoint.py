@@ -30,7 +30,8 @@ from clozeformer.train.metrics import read_metrics
 
 STEPS = 18
 RUN_FLAGS = ["--max-steps", str(STEPS), "--batch-size", "16", "--lr", "1e-3", "--warmup-steps", "3",
-             "--save-every", "3", "--eval-every", "5", "--keep-last", "10", "--no-progress", "--num-threads", "1"]
+             "--save-every", "3", "--eval-every", "5", "--keep-last", "10", "--no-progress", "--num-threads", "1",
+             "--dropout", "0.1"]  # dropout on: resume must restore the torch RNG stream too
 
 
 @pytest.fixture(scope="module")

@@ -350,3 +350,42 @@ def test_custom_qa_with_unanswerable_rows_uses_squad_v2(tmp_path):
     assert {"exact", "f1", "HasAns_exact", "NoAns_exact"} <= set(scores)
     run(["evaluate", "--model", str(out), "--data", str(qa), "--threads", "1"])
     assert "best_f1_thresh" in json.loads((out / "eval" / "metrics.json").read_text())["scores"]["dev"]
+
+
+def test_rotary_model_with_mean_pooling_and_dropout(tmp_path):
+    """Fine-tune a rotary (RoFormer) directory with --pooling mean --dropout 0.2: both are saved in the
+    config, the keyword rule is learned, and the directory classifies through the pipeline."""
+    from clozeformer.config import BertConfig
+    from clozeformer.infer.pipelines import pipeline
+    from clozeformer.model import BertForMaskedLM
+
+    rng = random.Random(1)
+    vocab = write_vocab(tmp_path)
+    n_vocab = len((vocab / "vocab.txt").read_text().splitlines())
+    base = tmp_path / "rotary-base"
+    torch.manual_seed(0)
+    BertForMaskedLM(BertConfig.preset("tiny", vocab_size=n_vocab, position_embedding_type="rotary")).save_pretrained(base)
+    for name in ("vocab.txt", "tokenizer_config.json"):
+        (base / name).write_bytes((vocab / name).read_bytes())
+    data = tmp_path / "data"
+    data.mkdir()
+    for split, n in (("train", 320), ("dev", 64)):
+        with open(data / f"{split}.csv", "w", newline="", encoding="utf-8") as f:
+            w = csv.writer(f)
+            w.writerow(["text", "label"])
+            for _ in range(n):
+                words, label = sentence(rng, 8), rng.choice(["pos", "neg"])
+                words.insert(rng.randrange(len(words)), "good" if label == "pos" else "bad")
+                w.writerow([" ".join(words), label])
+    out = tmp_path / "out"
+    run(["finetune", "--task", "classification", "--data", str(data), "--model", str(base), "--out", str(out),
+         "--text-column", "text", "--label-column", "label", "--epochs", "3", "--pooling", "mean",
+         "--dropout", "0.2", *[a for a in TINY if a not in ("--model", "tiny")]])
+    cfg = json.loads((out / "config.json").read_text())
+    assert cfg["model_type"] == "roformer" and cfg["architectures"] == ["RoFormerForSequenceClassification"]
+    assert cfg["classifier_pooling"] == "mean" and cfg["hidden_dropout_prob"] == 0.2
+    assert metrics_of(out)["best"]["scores"]["dev"]["accuracy"] >= 0.95
+    clf = pipeline("classify", str(out))
+    assert clf("the movie was good")[0]["label"] == "pos" and clf("it was bad")[0]["label"] == "neg"
+    assert cli_main(["finetune", "--task", "classification", "--data", str(data), "--model", str(base),
+                     "--out", str(tmp_path / "x"), "--dropout", "1.5"]) == 2

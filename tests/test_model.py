@@ -7,6 +7,7 @@ import torch
 
 import clozeformer.model as M
 from clozeformer.config import BertConfig
+from clozeformer.errors import ClozeformerError
 
 
 def tiny(**kw) -> BertConfig:
@@ -146,3 +147,21 @@ def test_encoder_traces_as_one_graph_for_torch_compile():
         for m in (mask, torch.ones_like(mask)):  # padded and unpadded batches
             torch.testing.assert_close(compiled(ids, m).logits, model(ids, m).logits, atol=1e-6, rtol=1e-5)
     torch._dynamo.reset()
+
+
+def test_mean_pooling_ignores_padding_and_differs_from_cls():
+    torch.manual_seed(0)
+    cls_cfg = BertConfig.preset("tiny", vocab_size=300)
+    mean_model = M.BertModel(cls_cfg.copy(classifier_pooling="mean")).eval()
+    cls_model = M.BertModel(cls_cfg).eval()
+    cls_model.load_state_dict(mean_model.state_dict())
+    ids = torch.randint(5, 300, (1, 9))
+    short = mean_model(ids, torch.ones_like(ids))
+    padded = torch.cat([ids, torch.zeros(1, 4, dtype=torch.long)], dim=1)
+    long = mean_model(padded, torch.cat([torch.ones(1, 9), torch.zeros(1, 4)], dim=1).long())
+    torch.testing.assert_close(long.pooler_output, short.pooler_output, atol=1e-5, rtol=0)
+    h = short.last_hidden_state.mean(dim=1)  # by hand: tanh(dense(mean of the states))
+    torch.testing.assert_close(short.pooler_output, torch.tanh(mean_model.pooler.dense(h)), atol=1e-6, rtol=0)
+    assert not torch.allclose(cls_model(ids).pooler_output, short.pooler_output, atol=1e-3)
+    with pytest.raises(ClozeformerError, match="classifier_pooling"):
+        BertConfig.preset("tiny", vocab_size=300, classifier_pooling="max")

@@ -167,3 +167,14 @@ def test_export_verb_and_server_onnx_backend(exported, tmp_path, capsys):
         want = pipeline("classify", directory)(["good movie", ("bad", "film")])
         assert [r["label"] for r in got] == [r["label"] for r in want]
         assert got[0]["score"] == pytest.approx(want[0]["score"], abs=1e-5)
+
+
+@pytest.mark.parametrize("cls", [BertForMaskedLM, BertForSequenceClassification])
+def test_rotary_export_parity_at_another_length(tmp_path, infer_tok, cls):
+    """Rotary tables are computed from the sequence length: traced at 8 tokens, checked at 13."""
+    torch.manual_seed(0)
+    model = cls(BertConfig.preset("tiny", vocab_size=infer_tok.vocab_size, position_embedding_type="rotary"))
+    model.save_pretrained(tmp_path)
+    infer_tok.save(tmp_path)
+    report = export_onnx(tmp_path, tmp_path / "model.onnx")
+    assert max(report["max_abs_diff"].values()) <= 1e-4, report

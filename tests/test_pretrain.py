@@ -4,6 +4,7 @@ guard rails (NaN/Inf steps), config files, resume rules, precision choice and `p
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -11,6 +12,7 @@ import torch
 from synthetic import write_corpus
 
 from clozeformer.cli import main as cli_main
+from clozeformer.config import BertConfig
 from clozeformer.errors import ClozeformerError
 from clozeformer.model import BertForMaskedLM
 from clozeformer.train import checkpoint as ckpt_io
@@ -48,14 +50,16 @@ def train_records(run: Path) -> list[dict]:
 
 # ----------------------------------------------------------------------------- end to end
 
-def test_cli_learns_logs_and_saves_an_hf_checkpoint(data, tmp_path, capsys):
+@pytest.mark.parametrize("positions", ["rotary", "absolute"])
+def test_cli_learns_logs_and_saves_an_hf_checkpoint(data, tmp_path, capsys, positions):
     out = tmp_path / "run"
     rc = cli_main(["pretrain", "--data", str(data["packed"]), "--model", "tiny", "--out", str(out),
                    "--max-steps", "40", "--batch-size", "16", "--lr", "3e-3", "--warmup-steps", "5",
-                   "--eval-every", "20", "--save-every", "20", "--no-progress", "--no-tensorboard"])
+                   "--eval-every", "20", "--save-every", "20", "--no-progress", "--no-tensorboard",
+                   "--position-embedding-type", positions])
     assert rc == 0
     stdout = capsys.readouterr().out
-    assert "== PretrainConfig (resolved) ==" in stdout and "max_steps          = 40" in stdout
+    assert "== PretrainConfig (resolved) ==" in stdout and re.search(r"^  max_steps += 40$", stdout, re.M)
     assert "parameters" in stdout and "512 tokens/step" in stdout and "new run in" in stdout
     assert json.loads((out / "pretrain_config.json").read_text())["max_steps"] == 40
     recs = train_records(out)
@@ -72,15 +76,59 @@ def test_cli_learns_logs_and_saves_an_hf_checkpoint(data, tmp_path, capsys):
     ckpt = out / "checkpoints" / "step-000040"
     assert [s for s, _ in ckpt_io.list_checkpoints(out)] == [20, 40]
     ours = BertForMaskedLM.from_pretrained(ckpt).eval()
-    from transformers import BertForMaskedLM as HFBertForMaskedLM
-    from transformers import BertTokenizerFast
+    assert ours.config.position_embedding_type == positions
+    from transformers import AutoModelForMaskedLM, BertTokenizerFast
 
-    hf = HFBertForMaskedLM.from_pretrained(str(ckpt)).eval()
+    hf = AutoModelForMaskedLM.from_pretrained(str(ckpt)).eval()
+    assert type(hf).__name__ == ("RoFormerForMaskedLM" if positions == "rotary" else "BertForMaskedLM")
     tok = BertTokenizerFast.from_pretrained(str(ckpt))
     assert tok.vocab_size == 120
     ids = torch.tensor([tok("the cat sees the red ball .")["input_ids"]])
     with torch.no_grad():
         torch.testing.assert_close(ours(ids).logits, hf(ids).logits, rtol=1e-4, atol=1e-4)
+
+
+def test_recipe_fills_what_the_user_left_unset():
+    def resolved(**kw):
+        c = PretrainConfig(data="d", out="o", max_steps=1, **kw)
+        return c.lr, c.warmup_steps, c.dropout, c.position_embedding_type
+
+    assert resolved(model="tiny") == (2e-3, 300, 0.0, "rotary")  # the small-budget recipe (issue 11)
+    assert resolved(model="mini") == (2e-3, 300, 0.0, "rotary")
+    assert resolved(model="base") == (1e-4, 0, None, "absolute")  # BERT's
+    assert resolved(model="tiny", init_from="ckpt") == (1e-4, 0, None, None)  # the checkpoint decides
+    assert resolved(model="tiny", lr=5e-4, warmup_steps=7, dropout=0.1, position_embedding_type="absolute") == (
+        5e-4, 7, 0.1, "absolute")  # what the user sets wins
+    with pytest.raises(ClozeformerError, match="position-embedding-type"):
+        PretrainConfig(data="d", out="o", max_steps=1, position_embedding_type="relative")
+
+
+def test_masking_flags_reach_the_loader(data, tmp_path):
+    """--mlm-probability 0.4 with [MASK]-only replacement (Wettig et al. 2022): what the batches hold."""
+    from clozeformer.train import distributed
+    from clozeformer.train.loop import Trainer
+
+    cfg = cfg_for(data["packed"], tmp_path / "run", max_steps=1, mlm_probability=0.4, mask_token_prob=1.0,
+                  random_token_prob=0.0)
+    trainer = Trainer(cfg, distributed.DistInfo())
+    chosen = shown_mask = 0
+    for _, batch in zip(range(5), trainer.loader):
+        picked = batch["labels"] != -100
+        chosen += int(picked.sum())
+        shown_mask += int((batch["input_ids"][picked] == trainer.manifest["special_ids"]["mask"]).sum())
+        real = int(batch["attention_mask"].sum())
+    assert shown_mask == chosen  # every chosen token is shown as [MASK]
+    assert 0.3 < chosen / (5 * real) < 0.5
+    with pytest.raises(ClozeformerError, match="mask-token-prob"):
+        cfg_for(data["packed"], tmp_path / "x", max_steps=1, mask_token_prob=0.95, random_token_prob=0.1)
+
+
+def test_position_type_must_match_an_init_checkpoint(data, tmp_path):
+    pretrain(cfg_for(data["packed"], tmp_path / "a", max_steps=1, position_embedding_type="absolute"))
+    ckpt = tmp_path / "a" / "checkpoints" / "step-000001"
+    with pytest.raises(ClozeformerError, match="does not match"):
+        pretrain(cfg_for(data["packed"], tmp_path / "b", max_steps=1, init_from=str(ckpt),
+                         position_embedding_type="rotary"))
 
 
 def test_mlm_nsp_objective_on_nsp_data(data, tmp_path):
@@ -91,7 +139,11 @@ def test_mlm_nsp_objective_on_nsp_data(data, tmp_path):
     assert 0 <= rec["nsp_acc"] <= 1
     assert "val_nsp_acc" in summary["val"] and "val_nsp_loss" in summary["val"]
     config = json.loads((out / "checkpoints" / "step-000004" / "config.json").read_text())
-    assert config["architectures"] == ["BertForPreTraining"]
+    # tiny defaults to rotary: saved as RoFormer (transformers has no RoFormer NSP class; AutoModel loads
+    # the encoder), read back by clozeformer as its BertForPreTraining
+    assert config["architectures"] == ["RoFormerForPreTraining"] and config["model_type"] == "roformer"
+    assert BertConfig.from_json_file(out / "checkpoints" / "step-000004" / "config.json").extra["architectures"] == [
+        "BertForPreTraining"]
 
 
 def test_grad_accum_matches_one_big_batch(data, tmp_path):
@@ -246,6 +298,19 @@ def test_plot_writes_pngs(data, tmp_path, capsys):
         assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.stat().st_size > 5000
     assert cli_main(["plot", str(tmp_path / "nope")]) == 2
     assert "no such run directory" in capsys.readouterr().err
+    # --compare: validation curves of several runs against wall-clock minutes
+    other = tmp_path / "other"
+    pretrain(cfg_for(data["packed"], other, max_steps=4, eval_every=2, position_embedding_type="absolute"))
+    from clozeformer.train.plot import validation_by_minutes
+
+    pts = validation_by_minutes(other)
+    assert [round(p[1], 6) for p in pts] == [round(r["val_mlm_loss"], 6) for r in read_metrics(other)
+                                             if r["kind"] == "eval"]
+    assert all(0 < a[0] <= b[0] for a, b in zip(pts, pts[1:]))  # minutes increase with the step
+    assert cli_main(["plot", str(out), "--compare", str(other), "--out", str(tmp_path / "cmp")]) == 0
+    for name in ("val_loss", "val_acc"):
+        assert (tmp_path / "cmp" / f"compare-{name}.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert cli_main(["plot", str(out), "--compare", str(tmp_path / "nope")]) == 2
 
 
 def test_mlm_objective_on_nsp_data_trains_and_evaluates(tmp_path):

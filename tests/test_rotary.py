@@ -12,10 +12,11 @@ import torch
 
 transformers = pytest.importorskip("transformers")
 
+from test_hf_parity import ATOL, run_both  # noqa: E402
+
 import clozeformer.model as M  # noqa: E402
 from clozeformer.config import BertConfig  # noqa: E402
 from clozeformer.errors import ClozeformerError  # noqa: E402
-from test_hf_parity import ATOL, run_both  # noqa: E402
 
 CFG = dict(vocab_size=500, hidden_size=32, num_hidden_layers=2, num_attention_heads=4, intermediate_size=64,
            max_position_embeddings=64)

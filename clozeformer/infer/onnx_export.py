@@ -49,12 +49,12 @@ class ExportWrapper(nn.Module):
         x = b.encoder(x, attention_mask.bool()[:, None, None, :])
         arch, m = self.architecture, self.model
         if arch == "BertModel":
-            return x, b.pooler(x)
+            return x, b.pooler(x, attention_mask)
         if arch in MLM_ARCHITECTURES:
             rows = x.reshape(-1, x.shape[-1])[masked_positions]  # (N, H)
             return m.mlm(rows), x  # (N, V)
         if arch == "BertForSequenceClassification":
-            return m.classifier(b.pooler(x)), x  # (B, K); dropout is the identity in eval
+            return m.classifier(b.pooler(x, attention_mask)), x  # (B, K); dropout is the identity in eval
         if arch == "BertForTokenClassification":
             return m.classifier(x), x  # (B, T, K)
         if arch == "BertForQuestionAnswering":

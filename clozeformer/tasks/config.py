@@ -93,10 +93,16 @@ class FinetuneConfig(TaskDataConfig):
     overwrite: bool = field(default=False, metadata=_help("allow writing into a non-empty --out"))
     precision: Literal["fp32", "bf16"] = field(default="fp32", metadata=_help(
         "bf16 autocast only where the device supports it natively (CUDA); fp32 on CPUs"))
+    dropout: float | None = field(default=None, metadata=_help(
+        "hidden and attention dropout while fine-tuning (saved in the model's config); unset: the model's own"))
+    pooling: Literal["cls", "mean"] | None = field(default=None, metadata=_help(
+        "sentence vector of classification/regression/multiple-choice heads: cls (BERT) or mean of the tokens "
+        "(clozeformer-only: transformers' heads read [CLS]); unset: the model's own (cls)"))
 
     def validate(self) -> None:
         super().validate()
         checks = [
+            (self.dropout is None or 0 <= self.dropout < 1, f"--dropout must be in [0, 1), got {self.dropout}"),
             (self.epochs > 0, f"--epochs must be > 0, got {self.epochs}"),
             (self.lr > 0, f"--lr must be > 0, got {self.lr}"),
             (self.batch_size >= 1, f"--batch-size must be >= 1, got {self.batch_size}"),

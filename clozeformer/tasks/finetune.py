@@ -85,6 +85,10 @@ def build_model(spec: TaskSpec, cfg: FinetuneConfig, tokenizer, labels: list[str
     """The task model from a pretrained directory (new head) or a preset at random init."""
     cls = model_class(spec)
     overrides = head_overrides(spec, labels)
+    if cfg.dropout is not None:
+        overrides.update(hidden_dropout_prob=cfg.dropout, attention_probs_dropout_prob=cfg.dropout)
+    if cfg.pooling is not None:
+        overrides["classifier_pooling"] = cfg.pooling
     torch.manual_seed(cfg.seed)  # the new head (or the whole model) is initialised from the seed
     if is_preset(cfg.model):
         config = BertConfig.preset(cfg.model, vocab_size=tokenizer.vocab_size, pad_token_id=tokenizer.pad_token_id,

@@ -31,8 +31,12 @@ def build_model(cfg: PretrainConfig, manifest: dict, data_dir: Path, ckpt: Path 
         else:
             source = Path(f"preset {cfg.model}")
             config = BertConfig.preset(cfg.model, vocab_size=vocab, pad_token_id=manifest["special_ids"]["pad"],
-                                       max_position_embeddings=max(512, seq_len))
+                                       max_position_embeddings=max(512, seq_len),
+                                       position_embedding_type=cfg.position_embedding_type or "absolute")
         model = cls(config.copy(**over))
+    if ckpt is None and cfg.position_embedding_type and model.config.position_embedding_type != cfg.position_embedding_type:
+        raise ClozeformerError(f"--position-embedding-type {cfg.position_embedding_type} does not match the "
+                               f"model's {model.config.position_embedding_type!r} ({source})")
     if model.config.vocab_size != vocab:
         raise ClozeformerError(f"model vocab_size {model.config.vocab_size} ({source}) != data vocab_size "
                                f"{vocab} ({data_dir / 'manifest.json'}); the model must use the data's tokenizer")
@@ -40,3 +44,21 @@ def build_model(cfg: PretrainConfig, manifest: dict, data_dir: Path, ckpt: Path 
         raise ClozeformerError(f"data seq_len {seq_len} exceeds the model's max_position_embeddings "
                                f"{model.config.max_position_embeddings} ({source})")
     return model, str(source)
+
+
+def save_random_init(reference: Path, out: Path, seed: int) -> Path:
+    """A randomly initialised BertForMaskedLM with `reference`'s exact config and tokenizer files:
+    the "from scratch" arm of a pretrained-vs-scratch comparison (same architecture, positions,
+    dropout and vocabulary; only the weights differ)."""
+    import shutil
+
+    import torch
+
+    from clozeformer.model import BertForMaskedLM
+
+    torch.manual_seed(seed)
+    BertForMaskedLM(BertConfig.from_pretrained(reference)).save_pretrained(out)
+    for name in ("vocab.txt", "tokenizer_config.json"):
+        if (reference / name).is_file():
+            shutil.copy(reference / name, out / name)
+    return out

@@ -10,8 +10,35 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Literal
 
-from clozeformer.config import PRESETS
+from clozeformer.config import POSITION_TYPES, PRESETS
 from clozeformer.errors import ClozeformerError
+
+
+@dataclass(frozen=True)
+class Recipe:
+    """What a run uses for the knobs it leaves unset (None): the measured best for its model size."""
+
+    lr: float
+    warmup_steps: int
+    dropout: float | None  # None: the model config's own (0.1 for the presets)
+    position_embedding_type: str | None  # None: the model config's own (--config / --init-from)
+
+
+#: Small models trained from scratch on a small budget (docs/EXPERIMENTS.md, run 4, issue 11):
+#: rotary positions get the encoder off the unigram plateau in hundreds of steps instead of
+#: thousands; a high peak lr with a short warmup and no dropout (as in Cramming, Geiping &
+#: Goldstein 2022) use the few steps there are.
+SMALL_BUDGET = Recipe(lr=2e-3, warmup_steps=300, dropout=0.0, position_embedding_type="rotary")
+#: BERT's own recipe (Devlin et al.): absolute positions, lr 1e-4, the config's dropout. Used for
+#: the larger presets and whenever the architecture comes from --config or --init-from.
+BERT_RECIPE = Recipe(lr=1e-4, warmup_steps=0, dropout=None, position_embedding_type=None)
+RECIPES: dict[str, Recipe] = {"tiny": SMALL_BUDGET, "mini": SMALL_BUDGET}
+
+
+def recipe_for(model: str, from_preset: bool) -> Recipe:
+    if not from_preset:
+        return BERT_RECIPE
+    return RECIPES.get(model, Recipe(BERT_RECIPE.lr, BERT_RECIPE.warmup_steps, None, "absolute"))
 
 
 def _help(text: str, **kw) -> dict:
@@ -29,8 +56,11 @@ class PretrainConfig:
         "HF-style config.json for the architecture (overrides --model)", flag="--config"))
     init_from: str | None = field(default=None, metadata=_help(
         "start from the weights of this HF-format model dir (continued pretraining)"))
+    position_embedding_type: Literal["absolute", "rotary"] | None = field(default=None, metadata=_help(
+        "absolute (BERT's table) or rotary (RoFormer); unset: the recipe's (rotary for tiny/mini from scratch)",
+        choices=list(POSITION_TYPES)))
     dropout: float | None = field(default=None, metadata=_help(
-        "override hidden and attention dropout (e.g. 0 for exact comparisons)"))
+        "hidden and attention dropout; unset: the recipe's (0 for tiny/mini, else the config's)"))
     objective: Literal["mlm", "mlm_nsp"] = field(default="mlm", metadata=_help(
         "mlm (RoBERTa-style, saves BertForMaskedLM) or mlm_nsp (original BERT, needs NSP-prepared data)"))
     # ------------------------------------------------------------------ masking (applied by the loader)
@@ -39,6 +69,10 @@ class PretrainConfig:
         "bernoulli: each token independently; exact: round(p * length) tokens per sequence"))
     max_predictions: int | None = field(default=20, metadata=_help("cap on predicted tokens per sequence"))
     whole_word: bool = field(default=False, metadata=_help("mask all pieces of a word together"))
+    mask_token_prob: float = field(default=0.8, metadata=_help(
+        "of the chosen tokens, the fraction shown as [MASK] (BERT: 0.8; 1 with --random-token-prob 0: [MASK] only)"))
+    random_token_prob: float = field(default=0.1, metadata=_help(
+        "of the chosen tokens, the fraction shown as a random token (BERT: 0.1; the rest stay unchanged)"))
     # ------------------------------------------------------------------ budget (the first one reached stops)
     max_steps: int | None = field(default=None, metadata=_help("optimizer steps"))
     max_tokens: int | None = field(default=None, metadata=_help("token positions (global batch x seq_len per step)"))
@@ -52,14 +86,16 @@ class PretrainConfig:
         "adamw (default) or lamb (layer-wise trust ratio, for large batches)"))
     optimizer_impl: Literal["auto", "fused", "foreach", "for_loop"] = field(default="auto", metadata=_help(
         "AdamW kernel: auto = fused where torch has it for the device"))
-    lr: float = field(default=1e-4, metadata=_help("peak learning rate"))
+    lr: float | None = field(default=None, metadata=_help(
+        "peak learning rate; unset: the recipe's (2e-3 for tiny/mini, else BERT's 1e-4)"))
     weight_decay: float = field(default=0.01, metadata=_help("decoupled weight decay (not on bias/LayerNorm)"))
     adam_beta1: float = field(default=0.9, metadata=_help("first-moment decay"))
     adam_beta2: float = field(default=0.999, metadata=_help("second-moment decay"))
     adam_eps: float = field(default=1e-6, metadata=_help("denominator epsilon (BERT used 1e-6)"))
     schedule: Literal["linear", "cosine", "constant"] = field(default="linear", metadata=_help(
         "after warmup: linear decay, cosine decay, or constant"))
-    warmup_steps: int = field(default=0, metadata=_help("linear warmup steps (BERT used 10k of 1M)"))
+    warmup_steps: int | None = field(default=None, metadata=_help(
+        "linear warmup steps; unset: the recipe's (300 for tiny/mini, else 0; BERT used 10k of 1M)"))
     min_lr_ratio: float = field(default=0.0, metadata=_help("lr floor for the decay, as a fraction of --lr"))
     max_grad_norm: float = field(default=1.0, metadata=_help("clip the global grad norm (0 = off)"))
     max_bad_steps: int = field(default=10, metadata=_help(
@@ -98,6 +134,16 @@ class PretrainConfig:
             raise bad(f"unknown --model {self.model!r}; choose one of {', '.join(PRESETS)}")
         if self.model_config and self.init_from:
             raise bad("give --config or --init-from, not both")
+        # The recipe fills what the user left unset; the resolved values are printed and saved.
+        recipe = recipe_for(self.model, from_preset=not (self.model_config or self.init_from))
+        self.lr = recipe.lr if self.lr is None else self.lr
+        self.warmup_steps = recipe.warmup_steps if self.warmup_steps is None else self.warmup_steps
+        self.dropout = recipe.dropout if self.dropout is None else self.dropout
+        if self.position_embedding_type is None:
+            self.position_embedding_type = recipe.position_embedding_type  # type: ignore[assignment]
+        elif self.position_embedding_type not in POSITION_TYPES:
+            raise bad(f"unknown --position-embedding-type {self.position_embedding_type!r}; "
+                      f"choose one of {', '.join(POSITION_TYPES)}")
         if self.max_steps is None and self.max_tokens is None and self.max_time is None:
             raise bad("set a budget: --max-steps, --max-tokens and/or --max-time")
         for name in ("max_steps", "max_tokens", "max_time"):
@@ -114,6 +160,10 @@ class PretrainConfig:
             raise bad(f"--lr must be positive, got {self.lr}")
         if not 0.0 < self.mlm_probability < 1.0:
             raise bad(f"--mlm-probability must be in (0, 1), got {self.mlm_probability}")
+        if not (0.0 <= self.mask_token_prob <= 1.0 and 0.0 <= self.random_token_prob <= 1.0
+                and self.mask_token_prob + self.random_token_prob <= 1.0):
+            raise bad(f"--mask-token-prob {self.mask_token_prob} and --random-token-prob {self.random_token_prob} "
+                      "must be in [0, 1] and sum to at most 1")
         if self.dropout is not None and not 0.0 <= self.dropout < 1.0:
             raise bad(f"--dropout must be in [0, 1), got {self.dropout}")
         if not 0.0 <= self.min_lr_ratio <= 1.0:

@@ -92,7 +92,8 @@ class Trainer:
 
         self.masking = MaskingConfig(mlm_probability=cfg.mlm_probability, strategy=cfg.masking,
                                      max_predictions=cfg.max_predictions or self.manifest["seq_len"],
-                                     whole_word=cfg.whole_word)
+                                     whole_word=cfg.whole_word, mask_token_prob=cfg.mask_token_prob,
+                                     random_token_prob=cfg.random_token_prob)
         self.loader = self._loader("train")
         self.tokens_per_step = cfg.batch_size * cfg.grad_accum * info.world_size * self.manifest["seq_len"]
         self.state, self.resume_note = RunState(), None

@@ -2,6 +2,11 @@
 
     clozeformer plot runs/mini                       # -> runs/mini/plots/{loss,mlm_accuracy,lr,throughput}.png
     clozeformer plot runs/mini --out docs --prefix pretrain-
+    clozeformer plot runs/rotary --compare runs/absolute --out docs   # validation vs wall-clock minutes
+
+With `--compare`, the validation MLM loss and accuracy of every run are overlaid against the
+wall-clock minutes of training (the time each evaluation was reached), the fair axis when
+runs differ in step cost: `compare-val_loss.png` and `compare-val_acc.png`.
 
 Train curves are drawn raw (faint) and as a moving average over `--smooth` logged steps;
 evaluations on the held-out split are drawn as markers. Needs matplotlib (`pip install
@@ -28,6 +33,8 @@ class PlotConfig:
     out: str | None = field(default=None, metadata={"help": "where to write the PNGs (default RUN_DIR/plots)"})
     prefix: str = field(default="", metadata={"help": "file name prefix, e.g. pretrain-"})
     smooth: int = field(default=20, metadata={"help": "moving-average window over logged train steps"})
+    compare: list[str] = field(default_factory=list, metadata={
+        "help": "other run dirs: overlay validation loss/accuracy of all runs against wall-clock minutes"})
 
     def __post_init__(self) -> None:
         if not self.run_dir:
@@ -44,12 +51,55 @@ def moving_average(y: np.ndarray, window: int) -> np.ndarray:
     return (c[idx] - c[lo]) / (idx - lo)
 
 
-def plot_run(cfg: PlotConfig) -> list[Path]:
+def _figure():
     try:
         from matplotlib.figure import Figure
     except ImportError:
         raise ClozeformerError("plot needs matplotlib: pip install 'clozeformer[plot]'") from None
+    return Figure(figsize=(6.4, 4.0), dpi=100)
+
+
+def _save(fig, path: Path) -> Path:
+    fig.tight_layout()
+    with atomic_path(path) as tmp:
+        fig.savefig(tmp, format="png")
+    return path
+
+
+def validation_by_minutes(run: Path) -> list[tuple[float, float, float]]:
+    """(minutes, val MLM loss, val MLM accuracy) per evaluation; minutes = the train clock at that step."""
+    if not run.is_dir():
+        raise ClozeformerError(f"{run}: no such run directory")
+    records = read_metrics(run)
+    clock = {r["step"]: r["elapsed_s"] for r in records if r.get("kind") == "train" and "elapsed_s" in r}
+    pts = [(clock[r["step"]] / 60, r["val_mlm_loss"], r["val_mlm_acc"]) for r in records
+           if r.get("kind") == "eval" and r.get("step") in clock and "val_mlm_loss" in r]
+    if not pts:
+        raise ClozeformerError(f"{run / METRICS_FILE}: no evaluations logged (pretrain with --eval-every N)")
+    return pts
+
+
+def plot_compare(runs: list[Path], out: Path, prefix: str = "") -> list[Path]:
+    curves = {run: validation_by_minutes(run) for run in runs}
+    written = []
+    for col, name, ylabel in ((1, "val_loss", "validation MLM loss"), (2, "val_acc", "validation MLM accuracy")):
+        fig = _figure()
+        ax = fig.add_subplot()
+        for run, pts in curves.items():
+            ax.plot([p[0] for p in pts], [p[col] for p in pts], "o-", markersize=3, label=run.name)
+        ax.set_xlabel("wall-clock minutes of training")
+        ax.set_ylabel(ylabel)
+        ax.grid(alpha=0.3)
+        ax.legend()
+        written.append(_save(fig, out / f"{prefix}compare-{name}.png"))
+    return written
+
+
+def plot_run(cfg: PlotConfig) -> list[Path]:
     run = Path(cfg.run_dir)
+    if cfg.compare:
+        return plot_compare([run, *map(Path, cfg.compare)], Path(cfg.out) if cfg.out else run / "plots", cfg.prefix)
+    _figure()  # fails early without matplotlib
     if not run.is_dir():
         raise ClozeformerError(f"{run}: no such run directory")
     records = read_metrics(run)
@@ -73,7 +123,7 @@ def plot_run(cfg: PlotConfig) -> list[Path]:
     ]
     written = []
     for name, title, ylabel, curves in panels:
-        fig = Figure(figsize=(6.4, 4.0), dpi=100)
+        fig = _figure()
         ax = fig.add_subplot()
         for i, (tkey, vkey, label) in enumerate(curves):
             color = f"C{i}"
@@ -95,11 +145,7 @@ def plot_run(cfg: PlotConfig) -> list[Path]:
         ax.grid(alpha=0.3)
         if ax.get_legend_handles_labels()[0]:
             ax.legend()
-        fig.tight_layout()
-        path = out / f"{cfg.prefix}{name}.png"
-        with atomic_path(path) as tmp:
-            fig.savefig(tmp, format="png")
-        written.append(path)
+        written.append(_save(fig, out / f"{cfg.prefix}{name}.png"))
     return written
 
 
