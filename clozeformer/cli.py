@@ -81,6 +81,13 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130
+    except Exception:  # not a user mistake (those are ClozeformerError): a bug, shown in full
+        import traceback
+
+        traceback.print_exc()
+        print(f"error: internal error in `clozeformer {verb}` (a bug, not your input): please report it with "
+              "the command line and the traceback above", file=sys.stderr)
+        return 1
 
 
 if __name__ == "__main__":  # pragma: no cover

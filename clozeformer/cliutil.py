@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import math
 import types
 import typing
 from pathlib import Path
@@ -21,6 +22,57 @@ from clozeformer.io import json_object
 
 T = TypeVar("T")
 _UNSET = object()
+
+
+def finite_float(text: str) -> float:
+    """argparse type for float flags: a finite number (`--lr nan` or `--epochs inf` is a user error)."""
+    try:
+        v = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+    if not math.isfinite(v):
+        raise argparse.ArgumentTypeError(f"expected a finite number, got {text!r}")
+    return v
+
+
+def check_value(name: str, value: Any, annotation: Any) -> Any:
+    """A config-file value checked against its field's annotation; returns it (ints accepted as floats).
+
+    Raises ClozeformerError naming the option and the expected type. Flags never need this:
+    argparse already parsed them with the field's type.
+    """
+    tp, optional = _base_type(annotation)
+    if value is None:
+        if optional:
+            return None
+        raise ClozeformerError(f"config file: {name} must not be null")
+
+    def bad(expected: str) -> ClozeformerError:
+        return ClozeformerError(f"config file: {name} must be {expected}, got {value!r}")
+
+    if typing.get_origin(tp) is typing.Literal:
+        choices = typing.get_args(tp)
+        if value not in choices:
+            raise bad("one of " + ", ".join(map(repr, choices)))
+        return value
+    if tp is bool:
+        if not isinstance(value, bool):
+            raise bad("true or false")
+    elif tp is int:
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise bad("an integer")
+    elif tp is float:
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+            raise bad("a finite number")
+        return float(value)
+    elif tp is str:
+        if not isinstance(value, str):
+            raise bad("a string")
+    elif typing.get_origin(tp) in (list, tuple):
+        inner = (typing.get_args(tp) or (str,))[0]
+        if not isinstance(value, list) or not all(isinstance(x, inner) and not isinstance(x, bool) for x in value):
+            raise bad(f"a list of {getattr(inner, '__name__', inner)}")
+    return value
 
 
 def _base_type(tp: Any) -> tuple[Any, bool]:
@@ -61,7 +113,7 @@ def add_dataclass_args(parser: argparse.ArgumentParser, cls: type, *, skip: tupl
             inner = typing.get_args(tp)[0] if typing.get_args(tp) else str
             kw.update(nargs="+" if f.name not in positional else "*", type=inner)
         else:
-            kw["type"] = tp if tp in (int, float, str) else str
+            kw["type"] = {float: finite_float, int: int, str: str}.get(tp, str)
             if choices:
                 kw["choices"] = choices
         if f.metadata.get("flag"):
@@ -93,12 +145,13 @@ def load_config_file(path: str | Path) -> dict[str, Any]:
 def dataclass_from_args(cls: type[T], args: argparse.Namespace, file_values: dict[str, Any] | None = None) -> T:
     """Build `cls` from defaults <- config file <- command-line flags."""
     names = {f.name for f in dataclasses.fields(cls)}  # type: ignore[arg-type]
+    hints = typing.get_type_hints(cls)
     values: dict[str, Any] = {}
     for k, v in (file_values or {}).items():
         k = k.replace("-", "_")
         if k not in names:
             raise ClozeformerError(f"config file: unknown option {k!r} for {cls.__name__}")
-        values[k] = v
+        values[k] = check_value(k, v, hints[k])
     for k in names:
         v = getattr(args, k, _UNSET)
         if v is not _UNSET:

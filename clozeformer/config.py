@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -64,6 +65,7 @@ class BertConfig:
     extra: dict[str, Any] = field(default_factory=dict, repr=False)
 
     def __post_init__(self) -> None:
+        self._check_types()
         if self.id2label is not None:
             self.id2label = {int(k): str(v) for k, v in self.id2label.items()}
             self.num_labels = len(self.id2label)
@@ -74,6 +76,40 @@ class BertConfig:
         self.validate()
 
     # ------------------------------------------------------------------ validation
+    def _check_types(self) -> None:
+        """Each field's JSON type, named in the error (config.json is user input)."""
+        def bad(name: str, expected: str) -> ClozeformerError:
+            return ClozeformerError(f"invalid BertConfig: {name} must be {expected}, got {getattr(self, name)!r}")
+
+        for f in dataclasses.fields(self):
+            v, tp = getattr(self, f.name), str(f.type)
+            if f.name == "extra" or (v is None and "None" in tp):
+                continue
+            if tp.startswith("int") and (isinstance(v, bool) or not isinstance(v, int)):
+                raise bad(f.name, "an integer")
+            if tp.startswith("float") and (isinstance(v, bool) or not isinstance(v, (int, float))
+                                           or not math.isfinite(v)):
+                raise bad(f.name, "a number")
+            if tp.startswith("str") and not isinstance(v, str):
+                raise bad(f.name, "a string")
+        for name in ("id2label", "label2id"):
+            m = getattr(self, name)
+            if m is not None and not isinstance(m, dict):
+                raise bad(name, "an object")
+        if self.id2label is not None:
+            for k, v in self.id2label.items():
+                if isinstance(k, bool) or not (isinstance(k, int) or (isinstance(k, str) and k.strip().isdigit())):
+                    raise bad("id2label", "an object with integer keys")
+                if not isinstance(v, (str, int, float)) or isinstance(v, bool):
+                    raise bad("id2label", "an object of label strings")
+        if self.label2id is not None:
+            for v in self.label2id.values():
+                if isinstance(v, bool) or not isinstance(v, int):
+                    raise bad("label2id", "an object of integer ids")
+        archs = self.extra.get("architectures")
+        if archs is not None and not (isinstance(archs, list) and all(isinstance(a, str) for a in archs)):
+            raise ClozeformerError(f"invalid BertConfig: architectures must be a list of class names, got {archs!r}")
+
     def validate(self) -> None:
         def bad(msg: str) -> ClozeformerError:
             return ClozeformerError(f"invalid BertConfig: {msg}")

@@ -65,6 +65,8 @@ class ExperimentConfig:
     finetune_lr: float = field(default=1e-4, metadata=_help("fine-tuning learning rate"))
     finetune_dropout: float | None = field(default=None, metadata=_help(
         "dropout while fine-tuning (`finetune --dropout`); unset: each model's own"))
+    finetune_pooling: str | None = field(default=None, metadata=_help(
+        "sentence vector while fine-tuning (`finetune --pooling`: cls or mean); unset: the model's own (cls)"))
     finetune_epochs: float = field(default=3.0, metadata=_help("fine-tuning epochs (the time cap may stop earlier)"))
     max_train_examples: int | None = field(default=4000, metadata=_help("cap on fine-tuning examples per task"))
     max_eval_examples: int | None = field(default=2000, metadata=_help("cap on dev examples per task"))
@@ -87,6 +89,8 @@ class ExperimentConfig:
             raise ClozeformerError("--seeds, --budget-minutes, --finetune-minutes and --jobs must be positive")
         if self.budget_steps is not None and self.budget_steps < 1:
             raise ClozeformerError(f"--budget-steps {self.budget_steps}: must be a positive number of steps")
+        if self.finetune_pooling not in (None, "cls", "mean"):
+            raise ClozeformerError(f"--finetune-pooling {self.finetune_pooling!r}: choose cls or mean")
         if self.jobs > 1 and not self.threads:
             self.threads = 1
 
@@ -130,7 +134,7 @@ def finetune_standard(cfg: ExperimentConfig, model_dir: Path, task: str, seed: i
         task=task, data=[str(task_dir(cfg, task))], model=str(model_dir), out=str(out), epochs=cfg.finetune_epochs,
         lr=cfg.finetune_lr, batch_size=32, seed=seed, max_time=cfg.finetune_minutes, overwrite=True,
         max_train_examples=cfg.max_train_examples, max_eval_examples=cfg.max_eval_examples, threads=cfg.threads,
-        dropout=cfg.finetune_dropout))
+        dropout=cfg.finetune_dropout, pooling=cfg.finetune_pooling))
     return float(res["best"]["main"]) if res.get("best") else float("nan")
 
 
@@ -516,6 +520,7 @@ def results_markdown(cfg: ExperimentConfig, result: dict) -> str:
     scores = result["scores"]
     variants = list(scores)
     dropout = "as saved" if cfg.finetune_dropout is None else f"{cfg.finetune_dropout:g}"
+    dropout += f", pooling {cfg.finetune_pooling or 'cls'}"
     lines = [f"### {cfg.name}", "",
              f"Backbone `{cfg.model}`; " + (
                  "pretrained models given with --pretrained" if cfg.pretrained else

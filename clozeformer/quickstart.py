@@ -50,7 +50,10 @@ class QuickstartConfig:
     batch_size: int = field(default=32, metadata=_help("pretraining micro-batch"))
     lr: float | None = field(default=None, metadata=_help(
         "pretraining peak learning rate; unset: `pretrain`'s recipe for --model"))
-    finetune_lr: float = field(default=1e-4, metadata=_help("fine-tuning learning rate"))
+    finetune_lr: float = field(default=5e-4, metadata=_help("fine-tuning learning rate (tiny models like it high)"))
+    finetune_pooling: str = field(default="mean", metadata=_help(
+        "sentence vector for the classifier: mean of the tokens (transfers better from a short pretraining, "
+        "docs/EXPERIMENTS.md run 4) or cls"))
     finetune_epochs: float = field(default=3.0, metadata=_help("fine-tuning epochs (the time cap may stop earlier)"))
     seed: int = field(default=0, metadata=_help("seed for everything"))
     threads: int | None = field(default=None, metadata=_help("torch CPU threads (default: all cores)"))
@@ -58,6 +61,8 @@ class QuickstartConfig:
     def __post_init__(self) -> None:
         if self.minutes <= 0 or self.finetune_minutes <= 0:
             raise ClozeformerError("--minutes and --finetune-minutes must be positive")
+        if self.finetune_pooling not in ("mean", "cls"):
+            raise ClozeformerError(f"--finetune-pooling {self.finetune_pooling!r}: choose mean or cls")
 
 
 def asset(*parts: str) -> Path:
@@ -100,7 +105,7 @@ def _plots(out: Path, metrics: list[dict], scores: dict[str, float], metric_name
     import matplotlib.pyplot as plt
 
     made = []
-    train = [m for m in metrics if "loss" in m and "step" in m]
+    train = [m for m in metrics if isinstance(m.get("loss"), float) and "step" in m]  # null: a skipped step
     evals = [m for m in metrics if "val_mlm_acc" in m]
     if train:
         fig, ax = plt.subplots(figsize=(6, 3.5))
@@ -140,6 +145,11 @@ def _plots(out: Path, metrics: list[dict], scores: dict[str, float], metric_name
 
 
 def run(cfg: QuickstartConfig) -> dict:
+    import importlib.util
+
+    if importlib.util.find_spec("matplotlib") is None:  # before minutes of work, not after
+        raise ClozeformerError("the quickstart draws its report's plots with matplotlib: "
+                               "pip install 'clozeformer[plot]'")
     out = Path(cfg.out).resolve()
     out.mkdir(parents=True, exist_ok=True)
     # keep every cache inside --out
@@ -214,6 +224,7 @@ def run(cfg: QuickstartConfig) -> dict:
         res = finetune(FinetuneConfig(task="qnli", data=[qnli], model=str(model),
                                       out=str(out / f"finetune-{name}"), epochs=cfg.finetune_epochs,
                                       lr=cfg.finetune_lr, batch_size=32, max_time=cfg.finetune_minutes,
+                                      pooling=cfg.finetune_pooling,
                                       seed=cfg.seed, overwrite=True))
         results[name] = res
         print(f"  from {name}: dev accuracy {res['best']['main']:.3f} ({time.perf_counter() - t1:.0f}s)")

@@ -57,3 +57,16 @@ def test_info_reports_a_model_and_errors_cleanly(tmp_path, capsys):
     assert main(["info", str(tmp_path / "clf")]) == 2
     assert "has shape" in capsys.readouterr().err
     assert torch.get_num_threads() >= 1
+
+
+def test_an_internal_bug_is_reported_as_one(monkeypatch, capsys):
+    import clozeformer.info as info
+
+    def boom(args):
+        raise RuntimeError("simulated bug")
+
+    monkeypatch.setattr(info, "main", boom)
+    assert main(["info", "anything"]) == 1
+    err = capsys.readouterr().err
+    assert "RuntimeError: simulated bug" in err and "internal error in `clozeformer info`" in err
+    assert "please report it" in err.splitlines()[-1]

@@ -117,6 +117,13 @@ def test_sequence_classification_end_to_end(tmp_path):
     rows = (tmp_path / "pred" / "predictions_test.tsv").read_text().splitlines()
     assert rows[0] == "index\tprediction" and len(rows) == 17
     assert {r.split("\t")[1] for r in rows[1:]} <= {"pos", "neg"}
+    # an unlabelled test file (no `sentiment` column at all): labels are optional at prediction time
+    unlabeled = tmp_path / "unlabeled"
+    unlabeled.mkdir()
+    (unlabeled / "test.csv").write_text("review\nthe movie was good\nit was bad\n", encoding="utf-8")
+    run(["predict", "--data", str(unlabeled), "--model", str(out), "--out", str(tmp_path / "pred2"), "--threads", "1"])
+    rows = (tmp_path / "pred2" / "predictions_test.tsv").read_text().splitlines()
+    assert rows == ["index\tprediction", "0\tpos", "1\tneg"]
 
 
 def test_glue_regression_stsb_format(tmp_path):
@@ -386,6 +393,6 @@ def test_rotary_model_with_mean_pooling_and_dropout(tmp_path):
     assert cfg["classifier_pooling"] == "mean" and cfg["hidden_dropout_prob"] == 0.2
     assert metrics_of(out)["best"]["scores"]["dev"]["accuracy"] >= 0.95
     clf = pipeline("classify", str(out))
-    assert clf("the movie was good")[0]["label"] == "pos" and clf("it was bad")[0]["label"] == "neg"
+    assert [r["label"] for r in clf(["the movie was good", "it was bad"])] == ["pos", "neg"]
     assert cli_main(["finetune", "--task", "classification", "--data", str(data), "--model", str(base),
                      "--out", str(tmp_path / "x"), "--dropout", "1.5"]) == 2

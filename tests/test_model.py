@@ -135,11 +135,12 @@ def test_causal_mode_ignores_future_tokens_and_respects_padding():
     assert not torch.allclose(a[:, :6], bidir[:, :6], atol=1e-3)  # bidirectional does see the future
 
 
-def test_encoder_traces_as_one_graph_for_torch_compile():
+@pytest.mark.parametrize("extra", [{}, {"position_embedding_type": "rotary", "classifier_pooling": "mean"}])
+def test_encoder_traces_as_one_graph_for_torch_compile(extra):
     """fullgraph=True fails on any graph break (e.g. a data-dependent check on the padding mask)."""
     torch._dynamo.reset()
     torch.manual_seed(0)
-    model = M.BertForSequenceClassification(tiny(num_labels=3)).eval()
+    model = M.BertForSequenceClassification(tiny(num_labels=3, **extra)).eval()
     ids, mask = torch.randint(5, 200, (3, 12)), torch.ones(3, 12, dtype=torch.long)
     mask[1, 7:] = 0
     compiled = torch.compile(model, backend="eager", fullgraph=True)

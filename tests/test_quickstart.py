@@ -29,3 +29,15 @@ def test_quickstart_runs_end_to_end_and_writes_only_under_out(tmp_path):
     assert (out / "tokenizer" / "vocab.txt").is_file() and (out / "data" / "manifest.json").is_file()
     assert list(cwd.iterdir()) == []  # nothing outside --out (the cwd stays empty)
     assert not (tmp_path / "home").exists() or not any((tmp_path / "home").rglob("*"))
+
+
+def test_quickstart_without_matplotlib_fails_before_any_work(tmp_path, monkeypatch, capsys):
+    import importlib.util
+
+    from clozeformer.cli import main as cli_main
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "matplotlib" else real(name, *a))
+    assert cli_main(["quickstart", "--out", str(tmp_path / "qs")]) == 2
+    assert "pip install 'clozeformer[plot]'" in capsys.readouterr().err
+    assert not (tmp_path / "qs").exists()  # nothing was done

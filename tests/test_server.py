@@ -158,6 +158,10 @@ def test_health_info_and_good_requests(server, dirs):
     ("/fill-mask", {"inputs": "[MASK] " + "x" * 300}, 413, "characters"),
     ("/embed", b'{"inputs": "' + b"a " * 3000 + b'"}', 413, "request body"),
     ("/classify", {"inputs": "good"}, 404, "no head for it"),
+    ("/fill-mask", b'{"inputs": "a [MASK] \\ud800"}', 422, "unpaired UTF-16 surrogate"),
+    ("/fill-mask", b'{"inputs": ["[MASK]", {"\\udfff": 1}]}', 422, "unpaired UTF-16 surrogate"),
+    ("/fill-mask", b"[" * 40 + b"]" * 40, 422, "deeper than 32"),
+    ("/fill-mask", b'{"inputs": "[MASK] [[[[ {{{{ \\" ]]"}', 200, None),  # brackets inside strings do not nest
 ])
 def test_bad_requests_get_clear_4xx_json(server, path, body, status, fragment):
     if isinstance(body, bytes):
@@ -165,7 +169,20 @@ def test_bad_requests_get_clear_4xx_json(server, path, body, status, fragment):
     else:
         r = httpx.post(server.url + path, json=body)
     assert r.status_code == status, r.text
-    assert fragment in r.json()["error"]
+    if fragment:
+        assert fragment in r.json()["error"]
+
+
+def test_hostile_bodies_never_500_and_keep_the_connection_usable(server):
+    from clozeformer.infer.server import HTTPError, parse_body
+
+    with pytest.raises(HTTPError, match="deeper than"):  # no RecursionError at any depth
+        parse_body(b"[" * 100_000 + b"]" * 100_000)
+    with httpx.Client(base_url=server.url) as client:  # one keep-alive connection throughout
+        for body in (b'{"inputs": "\\ud800"}', b"{" * 50, b"\xff", b'{"inputs": "[MASK]"}'):
+            r = client.post("/fill-mask", content=body, headers={"content-type": "application/json"})
+            assert r.status_code in (200, 422), r.text
+        assert r.status_code == 200  # the last, good request on the same connection
 
 
 def test_unknown_route_and_method(server):

@@ -35,6 +35,7 @@ import argparse
 import asyncio
 import contextlib
 import json
+import logging
 import socket
 import sys
 import time
@@ -46,6 +47,8 @@ from typing import Any, Literal
 from clozeformer import __version__
 from clozeformer.errors import ClozeformerError
 from clozeformer.infer.runners import TASKS
+
+log = logging.getLogger("clozeformer.serve")
 
 #: the JSON fields that hold text, per kind of item (checked against max_chars)
 TEXT_FIELDS = ("text", "text_pair", "question", "context")
@@ -85,15 +88,20 @@ class ServeConfig:
     stride: int | None = field(default=None, metadata={
         "help": "ner: tokens shared by consecutive windows of a long text (default: a quarter window, <= 32)"})
     graceful_timeout: float = field(default=30.0, metadata={"help": "seconds in-flight requests get at shutdown"})
+    max_connections: int = field(default=512, metadata={
+        "help": "open connections and in-flight requests at most; more are answered 503 (uvicorn limit_concurrency)"})
+    keep_alive_timeout: float = field(default=5.0, metadata={"help": "seconds an idle keep-alive connection stays open"})
     log_level: Literal["critical", "error", "warning", "info", "debug"] = field(default="info", metadata={
         "help": "uvicorn log level"})
 
     def __post_init__(self) -> None:
         if not self.model:
             raise ClozeformerError("--model DIR is required")
-        for name in ("batch_size", "max_items", "max_chars", "max_body_bytes", "top_k"):
+        for name in ("batch_size", "max_items", "max_chars", "max_body_bytes", "top_k", "max_connections"):
             if getattr(self, name) < 1:
                 raise ClozeformerError(f"--{name.replace('_', '-')} must be >= 1, got {getattr(self, name)}")
+        if self.keep_alive_timeout <= 0:
+            raise ClozeformerError(f"--keep-alive-timeout must be > 0 seconds, got {self.keep_alive_timeout}")
         if self.max_wait_ms < 0:
             raise ClozeformerError(f"--max-wait-ms must be >= 0, got {self.max_wait_ms}")
         if not 0 <= self.port <= 65535:
@@ -197,6 +205,59 @@ class MicroBatcher:
 
 # ----------------------------------------------------------------------------- request parsing
 
+#: deepest JSON nesting a request may have (bodies are at most a list of objects of strings)
+MAX_JSON_DEPTH = 32
+
+
+def parse_body(raw: bytes) -> Any:
+    """The request body as JSON; HTTPError(422) for anything a pipeline could not take.
+
+    Beyond syntax: nesting deeper than MAX_JSON_DEPTH (checked before parsing, so 100,000 `[`
+    cost one linear scan, not a RecursionError) and strings holding unpaired UTF-16 surrogates
+    ("\\ud800" is valid JSON but no text), which the tokenizer cannot encode.
+    """
+    depth = deepest = 0
+    in_string = escaped = False
+    for byte in raw:  # bytes outside strings: track [ and { depth
+        if in_string:
+            if escaped:
+                escaped = False
+            elif byte == 0x5C:  # backslash
+                escaped = True
+            elif byte == 0x22:  # quote
+                in_string = False
+        elif byte == 0x22:
+            in_string = True
+        elif byte in (0x5B, 0x7B):
+            depth += 1
+            deepest = max(deepest, depth)
+            if deepest > MAX_JSON_DEPTH:
+                raise HTTPError(422, f"the body nests JSON deeper than {MAX_JSON_DEPTH} levels")
+        elif byte in (0x5D, 0x7D):
+            depth -= 1
+    try:
+        body = json.loads(raw)
+    except (json.JSONDecodeError, UnicodeDecodeError, RecursionError) as e:
+        raise HTTPError(422, f"the body is not valid JSON ({e})") from None
+
+    def check(v: Any) -> None:
+        if isinstance(v, str):
+            try:
+                v.encode("utf-8")
+            except UnicodeEncodeError:
+                raise HTTPError(422, "a string holds an unpaired UTF-16 surrogate (e.g. \\ud800): not text") from None
+        elif isinstance(v, list):
+            for x in v:
+                check(x)
+        elif isinstance(v, dict):
+            for k, x in v.items():
+                check(k)
+                check(x)
+
+    check(body)
+    return body
+
+
 def _items(task: str, body: Any) -> list[Any]:
     """The request's items, in the form the task's pipeline takes; HTTPError(422) when malformed."""
     if not isinstance(body, dict):
@@ -248,6 +309,7 @@ def create_app(pipes: dict[str, Any], cfg: ServeConfig, info: dict | None = None
     try:
         from fastapi import FastAPI, Request
         from fastapi.responses import JSONResponse
+        from starlette.requests import ClientDisconnect
     except ImportError:
         raise ClozeformerError("serving needs fastapi and uvicorn (pip install 'clozeformer[serve]')") from None
     from clozeformer.infer.pipelines import InputError
@@ -303,10 +365,7 @@ def create_app(pipes: dict[str, Any], cfg: ServeConfig, info: dict | None = None
         raw = await request.body()
         if len(raw) > cfg.max_body_bytes:
             raise HTTPError(413, f"request body of {len(raw)} bytes; the limit is {cfg.max_body_bytes}")
-        try:
-            return json.loads(raw)
-        except (json.JSONDecodeError, UnicodeDecodeError) as e:
-            raise HTTPError(422, f"the body is not valid JSON ({e})") from None
+        return parse_body(raw)
 
     async def serve_task(task: str, request: Request) -> JSONResponse:
         if task not in pipes:
@@ -315,7 +374,11 @@ def create_app(pipes: dict[str, Any], cfg: ServeConfig, info: dict | None = None
             return error(404, f"this server does not serve {task}: {why}; it serves {', '.join(pipes)}")
         pipe = pipes[task]
         try:
-            body = await read_body(request)
+            try:
+                body = await read_body(request)
+            except ClientDisconnect:  # the client left mid-body: nobody to answer, nothing to log loudly
+                log.debug("client disconnected before sending the whole body of /%s", task)
+                return error(400, "client disconnected")
             items = _items(task, body)
             _check_sizes(items, cfg)
             top_k = body.get("top_k", pipe.top_k) if task == "fill-mask" else None
@@ -420,7 +483,8 @@ def main(args: argparse.Namespace) -> int:
     shown = f"[{host}]" if ":" in host else host
     print(f"serving {', '.join(pipes)} from {cfg.model} on http://{shown}:{port}", flush=True)
     server = uvicorn.Server(uvicorn.Config(app, log_level=cfg.log_level, timeout_graceful_shutdown=cfg.graceful_timeout,
-                                           access_log=cfg.log_level == "debug"))
+                                           access_log=cfg.log_level == "debug", limit_concurrency=cfg.max_connections,
+                                           timeout_keep_alive=cfg.keep_alive_timeout))
     server.run(sockets=[sock])
     sys.stdout.flush()
     return 0

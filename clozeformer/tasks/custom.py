@@ -23,10 +23,12 @@ LABEL_NAMES = ("label", "labels", "score", "target", "class")
 def pick_column(columns: list[str], given: str | None, defaults: tuple[str, ...], what: str, flag: str,
                 path: str | Path, required: bool = True) -> str | None:
     if given is not None:
-        if given not in columns:
-            raise ClozeformerError(f"{path}:1: no column {given!r} for the {what} "
-                                   f"(columns: {', '.join(columns)})")
-        return given
+        if given in columns:
+            return given
+        if not required:  # e.g. the label column of an unlabelled test file at prediction time
+            return None
+        raise ClozeformerError(f"{path}:1: no column {given!r} for the {what} "
+                               f"(columns: {', '.join(columns)})")
     for name in defaults:
         if name in columns:
             return name

@@ -17,6 +17,20 @@ from clozeformer.io import atomic_write_text
 METRICS_FILE = "metrics.jsonl"
 
 
+def json_line(record: dict[str, Any]) -> str:
+    """One strict-JSON line: a NaN or infinite number (a diverged loss) is written as null, never as
+    the `NaN` / `Infinity` literals that other JSON readers reject."""
+    def clean(v: Any) -> Any:
+        if isinstance(v, float) and not math.isfinite(v):
+            return None
+        if isinstance(v, dict):
+            return {k: clean(x) for k, x in v.items()}
+        if isinstance(v, (list, tuple)):
+            return [clean(x) for x in v]
+        return v
+    return json.dumps(clean(record), allow_nan=False) + "\n"
+
+
 def read_metrics(path: str | Path) -> list[dict[str, Any]]:
     """All complete lines of a metrics file (a torn last line is skipped)."""
     records = []
@@ -45,7 +59,7 @@ class MetricsLog:
         if not enabled:
             return
         kept = [r for r in read_metrics(self.path) if resume_step is not None and r["step"] <= resume_step]
-        atomic_write_text(self.path, "".join(json.dumps(r) + "\n" for r in kept))
+        atomic_write_text(self.path, "".join(json_line(r) for r in kept))
         self.file = open(self.path, "a", encoding="utf-8")
         if tensorboard:
             try:
@@ -58,7 +72,7 @@ class MetricsLog:
     def log(self, record: dict[str, Any]) -> None:
         if not self.enabled:
             return
-        self.file.write(json.dumps(record) + "\n")
+        self.file.write(json_line(record))
         self.file.flush()  # a SIGKILL loses at most the line being written
         if self.tb is not None:
             prefix = record.get("kind", "train")
