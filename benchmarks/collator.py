@@ -88,11 +88,16 @@ def main() -> None:
     tok = Tokenizer.from_pretrained(vocab)
     hf_tok = BertTokenizerFast.from_pretrained(str(vocab))
     rows = examples(args.batch * 16, args.seq_len, tok)
-    plain = [[{"input_ids": r["input_ids"]} for r in rows[i:i + args.batch]] for i in range(0, len(rows), args.batch)]
+    plain = [[{"input_ids": r["input_ids"]} for r in rows[i : i + args.batch]] for i in range(0, len(rows), args.batch)]
     # transformers cannot pad ragged offset_mapping lists: its whole-word rows come pre-padded to seq-len.
-    full = [{"input_ids": r["input_ids"] + [0] * (args.seq_len - len(r["input_ids"])),
-             "offset_mapping": r["offset_mapping"] + [(0, 0)] * (args.seq_len - len(r["input_ids"]))} for r in rows]
-    with_offsets = [full[i:i + args.batch] for i in range(0, len(full), args.batch)]
+    full = [
+        {
+            "input_ids": r["input_ids"] + [0] * (args.seq_len - len(r["input_ids"])),
+            "offset_mapping": r["offset_mapping"] + [(0, 0)] * (args.seq_len - len(r["input_ids"])),
+        }
+        for r in rows
+    ]
+    with_offsets = [full[i : i + args.batch] for i in range(0, len(full), args.batch)]
     table = TokenTable.from_tokenizer(tok)
     results = []
     for ww in (False, True):
@@ -112,9 +117,11 @@ def main() -> None:
         r_hf = rate(hf, batches, args.seconds)
         r_ours = rate(ours, batches, args.seconds)
         r_arr = rate(array_path, arrays, args.seconds)
-        results += [(f"transformers DataCollatorForLanguageModeling{name}, list of dicts", r_hf, 1.0),
-                    (f"clozeformer ClozeCollator{name}, list of dicts", r_ours, r_ours / r_hf),
-                    (f"clozeformer mask_tokens{name}, padded (B, T) array", r_arr, r_arr / r_hf)]
+        results += [
+            (f"transformers DataCollatorForLanguageModeling{name}, list of dicts", r_hf, 1.0),
+            (f"clozeformer ClozeCollator{name}, list of dicts", r_ours, r_ours / r_hf),
+            (f"clozeformer mask_tokens{name}, padded (B, T) array", r_arr, r_arr / r_hf),
+        ]
     if args.data is not None:
         from clozeformer.data.loader import PretrainLoader
 
@@ -128,8 +135,9 @@ def main() -> None:
                 n += next(it)["input_ids"].shape[0]
             best = max(best, n / (time.perf_counter() - t0))
         base = results[0][1]
-        results.append((f"clozeformer PretrainLoader end to end ({args.data.name}: memmap gather + pad + mask)",
-                        best, best / base))
+        results.append(
+            (f"clozeformer PretrainLoader end to end ({args.data.name}: memmap gather + pad + mask)", best, best / base)
+        )
     print(f"\nMasking collators, batch {args.batch}, seq-len <= {args.seq_len}, 1 thread, best of 3\n")
     print("| collator | sequences/s | vs transformers |")
     print("|---|---|---|")

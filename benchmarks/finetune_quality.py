@@ -69,8 +69,9 @@ def split_articles(src: Path, out: Path, seed: int) -> list[str]:
     cut = int(0.8 * len(articles))
     out.mkdir(parents=True, exist_ok=True)
     for name, part in (("train.json", articles[:cut]), ("dev.json", articles[cut:])):
-        (out / name).write_text(json.dumps({"version": doc.get("version", "1.1"), "data": part},
-                                           ensure_ascii=False), encoding="utf-8")
+        (out / name).write_text(
+            json.dumps({"version": doc.get("version", "1.1"), "data": part}, ensure_ascii=False), encoding="utf-8"
+        )
     return [f"train={out / 'train.json'}", f"dev={out / 'dev.json'}"]
 
 
@@ -107,12 +108,17 @@ def transformers_dir(size: str, like: str | None, vocab_dir: Path, out: Path, se
 
     tok = Tokenizer.from_pretrained(vocab_dir)
     ours = architecture(size, like, vocab_dir)
-    cfg = transformers.BertConfig(vocab_size=ours.vocab_size, hidden_size=ours.hidden_size,
-                                  num_hidden_layers=ours.num_hidden_layers,
-                                  num_attention_heads=ours.num_attention_heads,
-                                  intermediate_size=ours.intermediate_size, hidden_act=ours.hidden_act,
-                                  max_position_embeddings=ours.max_position_embeddings,
-                                  type_vocab_size=ours.type_vocab_size, pad_token_id=ours.pad_token_id)
+    cfg = transformers.BertConfig(
+        vocab_size=ours.vocab_size,
+        hidden_size=ours.hidden_size,
+        num_hidden_layers=ours.num_hidden_layers,
+        num_attention_heads=ours.num_attention_heads,
+        intermediate_size=ours.intermediate_size,
+        hidden_act=ours.hidden_act,
+        max_position_embeddings=ours.max_position_embeddings,
+        type_vocab_size=ours.type_vocab_size,
+        pad_token_id=ours.pad_token_id,
+    )
     torch.manual_seed(seed)
     transformers.BertForPreTraining(cfg).save_pretrained(out)
     tok.save(out)
@@ -126,11 +132,24 @@ def run_one(task: str, data: list[str], model: str, tokenizer: str | None, out: 
 
     qa = task in ("xquad", "cmrc2018")
     cfg = FinetuneConfig(
-        task=task, data=data, model=model, tokenizer=tokenizer, out=str(out), overwrite=True,
-        epochs=args.epochs, lr=args.lr, batch_size=args.batch_size, seed=args.seed,
-        max_seq_len=args.qa_max_seq_len if qa else args.max_seq_len, doc_stride=args.doc_stride,
-        max_train_examples=args.max_train_examples, max_eval_examples=args.max_eval_examples,
-        max_time=args.max_time, threads=args.threads, eval_batch_size=args.eval_batch_size)
+        task=task,
+        data=data,
+        model=model,
+        tokenizer=tokenizer,
+        out=str(out),
+        overwrite=True,
+        epochs=args.epochs,
+        lr=args.lr,
+        batch_size=args.batch_size,
+        seed=args.seed,
+        max_seq_len=args.qa_max_seq_len if qa else args.max_seq_len,
+        doc_stride=args.doc_stride,
+        max_train_examples=args.max_train_examples,
+        max_eval_examples=args.max_eval_examples,
+        max_time=args.max_time,
+        threads=args.threads,
+        eval_batch_size=args.eval_batch_size,
+    )
     t0 = time.monotonic()
     result = finetune(cfg)
     result["wall_seconds"] = time.monotonic() - t0
@@ -138,15 +157,16 @@ def run_one(task: str, data: list[str], model: str, tokenizer: str | None, out: 
 
 
 def main() -> int:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
-                                formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     p.add_argument("--tasks", nargs="+", default=list(TASKS), choices=list(TASKS))
-    p.add_argument("--inits", nargs="+", default=["pretrained", "random", "transformers"],
-                   choices=["pretrained", "random", "transformers"])
+    p.add_argument(
+        "--inits", nargs="+", default=["pretrained", "random", "transformers"], choices=["pretrained", "random", "transformers"]
+    )
     p.add_argument("--pretrained", default=None, help="English model dir from `clozeformer pretrain` (with vocab.txt)")
     p.add_argument("--pretrained-zh", default=None, help="Chinese model dir from `clozeformer pretrain`")
-    p.add_argument("--size", default="mini", help="preset for random / transformers init when no pretrained "
-                   "model gives the architecture")
+    p.add_argument(
+        "--size", default="mini", help="preset for random / transformers init when no pretrained model gives the architecture"
+    )
     p.add_argument("--data", default=str(DEFAULT_DATA), help="the shared data folder")
     p.add_argument("--work", default=None, help="where splits and fine-tuned models go (default: a temp dir)")
     p.add_argument("--epochs", type=float, default=3.0)
@@ -171,16 +191,17 @@ def main() -> int:
         print(f"error: {data_root}: no shared task data (pass --data)", file=sys.stderr)
         return 2
     work = Path(args.work) if args.work else Path(tempfile.mkdtemp(prefix="clozeformer-ft-bench-"))
-    vocab = {"en": Path(args.data) / "vocab" / "bert-base-uncased",
-             "zh": Path(args.data) / "vocab" / "bert-base-chinese"}
+    vocab = {"en": Path(args.data) / "vocab" / "bert-base-uncased", "zh": Path(args.data) / "vocab" / "bert-base-chinese"}
     pretrained = {"en": args.pretrained, "zh": args.pretrained_zh}
     for lang, d in pretrained.items():
         if d:
             vocab[lang] = Path(d)  # random init uses the pretrained model's vocab: only the weights differ
-    print(f"work dir: {work}; recipe: epochs {args.epochs}, lr {args.lr}, batch {args.batch_size}, "
-          f"max {args.max_train_examples} train / {args.max_eval_examples} dev examples, "
-          f"max {args.max_time} min per run; random init: "
-          + ", ".join(f"{lang}: {pretrained[lang] or args.size} architecture" for lang in ("en", "zh")))
+    print(
+        f"work dir: {work}; recipe: epochs {args.epochs}, lr {args.lr}, batch {args.batch_size}, "
+        f"max {args.max_train_examples} train / {args.max_eval_examples} dev examples, "
+        f"max {args.max_time} min per run; random init: "
+        + ", ".join(f"{lang}: {pretrained[lang] or args.size} architecture" for lang in ("en", "zh"))
+    )
 
     rows, results = [], []
     init_dirs: dict[tuple[str, str], Path] = {}
@@ -202,8 +223,7 @@ def main() -> int:
             else:
                 if (init, lang) not in init_dirs:
                     make = random_dir if init == "random" else transformers_dir
-                    init_dirs[init, lang] = make(args.size, pretrained[lang], vocab[lang], work / f"{init}-{lang}",
-                                                 args.seed)
+                    init_dirs[init, lang] = make(args.size, pretrained[lang], vocab[lang], work / f"{init}-{lang}", args.seed)
                 model, tokenizer = str(init_dirs[init, lang]), None
             print(f"\n=== {task} / {init}: {model} ===", flush=True)
             r = run_one(task, data, model, tokenizer, work / "runs" / f"{task}-{init}", args)
@@ -212,13 +232,25 @@ def main() -> int:
             scores = (best.get("scores") or {}).get(split, {})
             main = r["main_metric"]
             pct = task in ("xquad", "cmrc2018")  # SQuAD/CMRC scripts report percentages
-            others = ", ".join(f"{k} {v:.1f}" if pct else f"{k} {v:.3f}" for k, v in scores.items()
-                               if k != main and not k.startswith(("f1_", "HasAns", "NoAns", "best_", "total")))
-            rows.append(f"| {task} | {init} | {main} | {scores.get(main, float('nan')):.4g} | {others} | "
-                        f"{r['train_examples']} | {r['steps']} ({r['epochs']:.2f} ep) | {r['train_seconds']:.0f} s |")
-            results.append({"task": task, "init": init, "model": model, **{k: r[k] for k in (
-                "main_metric", "train_examples", "steps", "epochs", "train_seconds", "stopped_early")},
-                "scores": scores, "eval_examples": r["eval_examples"]})
+            others = ", ".join(
+                f"{k} {v:.1f}" if pct else f"{k} {v:.3f}"
+                for k, v in scores.items()
+                if k != main and not k.startswith(("f1_", "HasAns", "NoAns", "best_", "total"))
+            )
+            rows.append(
+                f"| {task} | {init} | {main} | {scores.get(main, float('nan')):.4g} | {others} | "
+                f"{r['train_examples']} | {r['steps']} ({r['epochs']:.2f} ep) | {r['train_seconds']:.0f} s |"
+            )
+            results.append(
+                {
+                    "task": task,
+                    "init": init,
+                    "model": model,
+                    **{k: r[k] for k in ("main_metric", "train_examples", "steps", "epochs", "train_seconds", "stopped_early")},
+                    "scores": scores,
+                    "eval_examples": r["eval_examples"],
+                }
+            )
 
     print("\n| task | init | main metric | dev score | other dev metrics | train ex. | steps | train time |")
     print("|---|---|---|---|---|---|---|---|")

@@ -53,40 +53,72 @@ def main() -> int:
     args.out.mkdir(parents=True, exist_ok=True)
     corpus = [str(asset("corpus", n)) for n in ("en_wikipedia.txt.gz", "en_books.txt.gz", "zh_xiyouji.txt.gz")]
     t0 = time.perf_counter()
-    tok, _ = train_tokenizer(TokenizerTrainConfig(input=corpus, out=str(args.out / "tok"), vocab_size=30522,
-                                                  num_unused=0, progress=False))
+    tok, _ = train_tokenizer(
+        TokenizerTrainConfig(input=corpus, out=str(args.out / "tok"), vocab_size=30522, num_unused=0, progress=False)
+    )
     tok.save(args.out / "tok")
     data = args.out / "data"
-    manifest = prepare(PrepareConfig(input=corpus, tokenizer=str(args.out / "tok"), out=str(data),
-                                     seq_len=args.seq_len, val_fraction=0.01, progress=False))
+    manifest = prepare(
+        PrepareConfig(
+            input=corpus, tokenizer=str(args.out / "tok"), out=str(data), seq_len=args.seq_len, val_fraction=0.01, progress=False
+        )
+    )
     print(f"data: {manifest['num_train']} sequences of {args.seq_len} ({time.perf_counter() - t0:.0f}s)")
 
     rows = []
     for preset in args.models:
         for positions in args.positions:
             run = args.out / f"{preset}-{positions}"
-            summary = pretrain(PretrainConfig(
-                data=str(data), out=str(run), model=preset, position_embedding_type=positions,  # type: ignore[arg-type]
-                batch_size=args.batch_size, max_steps=args.steps, precision="bf16", compile=args.compile,
-                lr=1e-4, warmup_steps=10, eval_batches=4, keep_last=1, progress=False, tensorboard=False,
-                resume=False))
-            recs = [r for r in read_metrics(run) if r["kind"] == "train"][args.skip:]
+            summary = pretrain(
+                PretrainConfig(
+                    data=str(data),
+                    out=str(run),
+                    model=preset,
+                    position_embedding_type=positions,  # type: ignore[arg-type]
+                    batch_size=args.batch_size,
+                    max_steps=args.steps,
+                    precision="bf16",
+                    compile=args.compile,
+                    lr=1e-4,
+                    warmup_steps=10,
+                    eval_batches=4,
+                    keep_last=1,
+                    progress=False,
+                    tensorboard=False,
+                    resume=False,
+                )
+            )
+            recs = [r for r in read_metrics(run) if r["kind"] == "train"][args.skip :]
             tok_s = statistics.median(r["tokens_per_s"] for r in recs)
             cfg = BertConfig.preset(preset, vocab_size=manifest["vocab_size"], position_embedding_type=positions)
             flops = tok_s * mlm_flops_per_token(cfg, args.seq_len, masked_fraction=0.15)
-            rows.append({"model": preset, "positions": positions, "batch": args.batch_size, "tokens_per_s": tok_s,
-                         "tflops": flops / 1e12, "mfu": flops / (args.peak_tflops * 1e12),
-                         "final_loss": recs[-1]["loss"] if recs else None, "steps": summary.get("step"),
-                         "peak_mem_gib": torch.cuda.max_memory_allocated() / 2**30})
+            rows.append(
+                {
+                    "model": preset,
+                    "positions": positions,
+                    "batch": args.batch_size,
+                    "tokens_per_s": tok_s,
+                    "tflops": flops / 1e12,
+                    "mfu": flops / (args.peak_tflops * 1e12),
+                    "final_loss": recs[-1]["loss"] if recs else None,
+                    "steps": summary.get("step"),
+                    "peak_mem_gib": torch.cuda.max_memory_allocated() / 2**30,
+                }
+            )
             torch.cuda.reset_peak_memory_stats()
             print(json.dumps(rows[-1]), flush=True)
     gpu = torch.cuda.get_device_name()
-    lines = [f"GPU: {gpu}; bf16 autocast, fused AdamW, sparse MLM head, compile={args.compile}, seq {args.seq_len}", "",
-             "| model | positions | batch | tokens/s | model TFLOP/s | MFU | peak GPU memory |",
-             "|---|---|---:|---:|---:|---:|---:|"]
+    lines = [
+        f"GPU: {gpu}; bf16 autocast, fused AdamW, sparse MLM head, compile={args.compile}, seq {args.seq_len}",
+        "",
+        "| model | positions | batch | tokens/s | model TFLOP/s | MFU | peak GPU memory |",
+        "|---|---|---:|---:|---:|---:|---:|",
+    ]
     for r in rows:
-        lines.append(f"| {r['model']} | {r['positions']} | {r['batch']} | {r['tokens_per_s']:,.0f} | "
-                     f"{r['tflops']:.0f} | {r['mfu']:.1%} | {r['peak_mem_gib']:.1f} GiB |")
+        lines.append(
+            f"| {r['model']} | {r['positions']} | {r['batch']} | {r['tokens_per_s']:,.0f} | "
+            f"{r['tflops']:.0f} | {r['mfu']:.1%} | {r['peak_mem_gib']:.1f} GiB |"
+        )
     text = "\n".join(lines) + "\n"
     (args.out / "gpu_pretrain.md").write_text(text, encoding="utf-8")
     print(text)

@@ -63,8 +63,9 @@ def build_models(root: Path, size: str, vocab_dir: Path) -> tuple[Path, Path]:
     tok = Tokenizer.from_pretrained(vocab_dir)
     torch.manual_seed(0)
     cls_dir, mlm_dir = root / "cls", root / "mlm"
-    BertForSequenceClassification(BertConfig.preset(size, vocab_size=tok.vocab_size,
-                                                    id2label={0: "negative", 1: "positive"})).save_pretrained(cls_dir)
+    BertForSequenceClassification(
+        BertConfig.preset(size, vocab_size=tok.vocab_size, id2label={0: "negative", 1: "positive"})
+    ).save_pretrained(cls_dir)
     BertForMaskedLM(BertConfig.preset(size, vocab_size=tok.vocab_size)).save_pretrained(mlm_dir)
     for d in (cls_dir, mlm_dir):
         tok.save(d)
@@ -81,9 +82,9 @@ def interleaved(ours, theirs, inputs: list, chunk: int) -> tuple[list, list, flo
     wall = {"ours": 0.0, "theirs": 0.0}
     cpu = {"ours": 0.0, "theirs": 0.0}
     for k, start in enumerate(range(0, len(inputs), chunk)):
-        part = inputs[start:start + chunk]
+        part = inputs[start : start + chunk]
         order = (("ours", ours, got), ("theirs", theirs, want))
-        for name, fn, sink in (order if k % 2 == 0 else order[::-1]):
+        for name, fn, sink in order if k % 2 == 0 else order[::-1]:
             t0, c0 = time.perf_counter(), time.process_time()
             sink.extend(fn(part))
             wall[name] += time.perf_counter() - t0
@@ -97,8 +98,12 @@ def main() -> int:
     ap.add_argument("--n-classify", type=int, default=10_000)
     ap.add_argument("--n-fill", type=int, default=1_000)
     ap.add_argument("--batch-size", type=int, default=32)
-    ap.add_argument("--threads", type=int, default=1,
-                    help="torch threads for both sides (1: on a shared machine, 2+ threads mostly measure waiting)")
+    ap.add_argument(
+        "--threads",
+        type=int,
+        default=1,
+        help="torch threads for both sides (1: on a shared machine, 2+ threads mostly measure waiting)",
+    )
     ap.add_argument("--chunk", type=int, default=500, help="inputs per alternating timed chunk")
     ap.add_argument("--data", type=Path, default=DATA)
     args = ap.parse_args()
@@ -117,8 +122,8 @@ def main() -> int:
     torch.set_num_threads(args.threads)
     transformers.logging.set_verbosity_error()
     sentences = read_sst2(sst2, max(args.n_classify, args.n_fill))
-    classify_inputs = sentences[:args.n_classify]
-    fill_inputs = mask_one_word(sentences[:args.n_fill], seed=0)
+    classify_inputs = sentences[: args.n_classify]
+    fill_inputs = mask_one_word(sentences[: args.n_fill], seed=0)
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
         cls_dir, mlm_dir = build_models(Path(tmp), args.size, vocab)
@@ -128,12 +133,14 @@ def main() -> int:
             assert hf_tok.vocab_size == 30522, hf_tok.vocab_size
             if task == "classify":
                 hf_model = AutoModelForSequenceClassification.from_pretrained(str(directory)).eval()
-                theirs = transformers.pipeline("text-classification", model=hf_model, tokenizer=hf_tok, device=-1,
-                                               batch_size=args.batch_size)
+                theirs = transformers.pipeline(
+                    "text-classification", model=hf_model, tokenizer=hf_tok, device=-1, batch_size=args.batch_size
+                )
             else:
                 hf_model = AutoModelForMaskedLM.from_pretrained(str(directory)).eval()
-                theirs = transformers.pipeline("fill-mask", model=hf_model, tokenizer=hf_tok, device=-1,
-                                               batch_size=args.batch_size, top_k=5)
+                theirs = transformers.pipeline(
+                    "fill-mask", model=hf_model, tokenizer=hf_tok, device=-1, batch_size=args.batch_size, top_k=5
+                )
             ours(inputs[:64])  # warm-up: allocator, thread pool, first-call costs
             theirs(inputs[:64])
             got, want, t_ours, t_theirs, c_ours, c_theirs = interleaved(ours, theirs, inputs, args.chunk)
@@ -144,14 +151,17 @@ def main() -> int:
             rows.append((task, len(inputs), t_ours, t_theirs, c_ours, c_theirs, agree / len(inputs)))
             print(f"{task}: ours {t_ours:.1f}s, transformers {t_theirs:.1f}s", file=sys.stderr, flush=True)
 
-    print(f"\nModel: random-init BERT-{args.size} (bert-base-uncased vocab), batch size {args.batch_size}, "
-          f"{args.threads} torch threads, fp32 CPU; torch {torch.__version__}, transformers {transformers.__version__}\n")
-    print("| task | inputs | clozeformer (s) | clozeformer (seq/s) | transformers.pipeline (s) | "
-          "transformers (seq/s) | speed-up (wall) | speed-up (CPU s) | agreement |")
+    print(
+        f"\nModel: random-init BERT-{args.size} (bert-base-uncased vocab), batch size {args.batch_size}, "
+        f"{args.threads} torch threads, fp32 CPU; torch {torch.__version__}, transformers {transformers.__version__}\n"
+    )
+    print(
+        "| task | inputs | clozeformer (s) | clozeformer (seq/s) | transformers.pipeline (s) | "
+        "transformers (seq/s) | speed-up (wall) | speed-up (CPU s) | agreement |"
+    )
     print("|---|---:|---:|---:|---:|---:|---:|---:|---:|")
     for task, n, a, b, ca, cb, agree in rows:
-        print(f"| {task} | {n} | {a:.1f} | {n / a:.0f} | {b:.1f} | {n / b:.0f} | {b / a:.2f}x | {cb / ca:.2f}x "
-              f"| {agree:.1%} |")
+        print(f"| {task} | {n} | {a:.1f} | {n / a:.0f} | {b:.1f} | {n / b:.0f} | {b / a:.2f}x | {cb / ca:.2f}x | {agree:.1%} |")
     return 0
 
 

@@ -34,12 +34,13 @@ def gflops(n: int, dtype: torch.dtype, seconds: float, repeats: int = 3) -> floa
             elapsed = time.perf_counter() - t0
             if elapsed >= seconds:
                 break
-        best = max(best, 2.0 * n ** 3 * iters / elapsed / 1e9)
+        best = max(best, 2.0 * n**3 * iters / elapsed / 1e9)
     return best
 
 
-def measure(threads: int = 2, sizes=(512, 1024, 2048), dtype: torch.dtype = torch.float32,
-            seconds: float = 0.5) -> tuple[float, dict[int, float]]:
+def measure(
+    threads: int = 2, sizes=(512, 1024, 2048), dtype: torch.dtype = torch.float32, seconds: float = 0.5
+) -> tuple[float, dict[int, float]]:
     """(best GFLOP/s, {size: GFLOP/s}) with `threads` torch threads."""
     before = torch.get_num_threads()
     torch.set_num_threads(threads)
@@ -58,8 +59,7 @@ def main() -> None:
     p.add_argument("--no-bf16", action="store_true", help="skip the bf16 rows")
     args = p.parse_args()
     dtypes = [("fp32", torch.float32)] + ([] if args.no_bf16 else [("bf16", torch.bfloat16)])
-    print(f"torch {torch.__version__}, {args.threads} threads, CPU capability "
-          f"{torch.backends.cpu.get_cpu_capability()}\n")
+    print(f"torch {torch.__version__}, {args.threads} threads, CPU capability {torch.backends.cpu.get_cpu_capability()}\n")
     print("| dtype | " + " | ".join(f"n={n}" for n in args.sizes) + " | ceiling |")
     print("|---|" + "---:|" * (len(args.sizes) + 1))
     for name, dtype in dtypes:

@@ -26,8 +26,13 @@ SHARED = Path(os.environ.get("CLOZEFORMER_SHARED_DATA", Path(__file__).resolve()
 
 
 def english_inputs(text: Path) -> list[str]:
-    return [str(text / "enwiki"), str(text / "wikinews"), str(text / "gutenberg"),
-            str(text / "wikitext-2" / "valid.txt"), str(text / "wikitext-2" / "test.txt")]
+    return [
+        str(text / "enwiki"),
+        str(text / "wikinews"),
+        str(text / "gutenberg"),
+        str(text / "wikitext-2" / "valid.txt"),
+        str(text / "wikitext-2" / "test.txt"),
+    ]
 
 
 def _children(pid: int) -> list[int]:
@@ -67,9 +72,27 @@ def tree_peak_rss(proc: subprocess.Popen, stop: threading.Event, result: dict) -
 
 
 def run_mode(mode: str, inputs: list[str], vocab: Path, out: Path, workers: int, seq_len: int) -> dict:
-    cmd = [sys.executable, "-m", "clozeformer", "prepare", "--input", *inputs, "--tokenizer", str(vocab),
-           "--out", str(out), "--seq-len", str(seq_len), "--mode", mode, "--workers", str(workers),
-           "--val-fraction", "0.005", "--no-progress"]
+    cmd = [
+        sys.executable,
+        "-m",
+        "clozeformer",
+        "prepare",
+        "--input",
+        *inputs,
+        "--tokenizer",
+        str(vocab),
+        "--out",
+        str(out),
+        "--seq-len",
+        str(seq_len),
+        "--mode",
+        mode,
+        "--workers",
+        str(workers),
+        "--val-fraction",
+        "0.005",
+        "--no-progress",
+    ]
     stop, sampled = threading.Event(), {}
     t0 = time.perf_counter()
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
@@ -109,17 +132,23 @@ def main() -> None:
         r = run_mode(mode, inputs, vocab, root / f"en-{mode}", args.workers, args.seq_len)
         rows.append(r)
         print(r["log"].strip().splitlines()[-3], file=sys.stderr)
-    print(f"\n`clozeformer prepare`, English corpus ({rows[0]['summary']['input_bytes'] / 1e6:.0f} MB uncompressed "
-          f"text), bert-base-uncased vocab, seq-len {args.seq_len}, {args.workers} workers, {os.cpu_count()} CPUs\n")
-    print("| mode | wall s | MB/s | tokens/s | corpus tokens | train seqs | val seqs | mean len | "
-          "peak RSS main MB | peak RSS largest worker MB | peak RSS process tree MB |")
+    print(
+        f"\n`clozeformer prepare`, English corpus ({rows[0]['summary']['input_bytes'] / 1e6:.0f} MB uncompressed "
+        f"text), bert-base-uncased vocab, seq-len {args.seq_len}, {args.workers} workers, {os.cpu_count()} CPUs\n"
+    )
+    print(
+        "| mode | wall s | MB/s | tokens/s | corpus tokens | train seqs | val seqs | mean len | "
+        "peak RSS main MB | peak RSS largest worker MB | peak RSS process tree MB |"
+    )
     print("|---|---|---|---|---|---|---|---|---|---|---|")
     for r in rows:
         s, m = r["summary"], r["manifest"]
-        print(f"| {r['mode']} | {r['wall_s']:.1f} | {s['input_bytes'] / 1e6 / r['wall_s']:.2f} | "
-              f"{m['corpus_tokens'] / r['wall_s']:,.0f} | {m['corpus_tokens']:,} | {m['num_train']:,} | "
-              f"{m['num_val']:,} | {m['splits']['train']['mean_length']} | {s['peak_rss_main_mb']:.0f} | "
-              f"{s['peak_rss_worker_mb']:.0f} | {r['tree_peak_mb']:.0f} |")
+        print(
+            f"| {r['mode']} | {r['wall_s']:.1f} | {s['input_bytes'] / 1e6 / r['wall_s']:.2f} | "
+            f"{m['corpus_tokens'] / r['wall_s']:,.0f} | {m['corpus_tokens']:,} | {m['num_train']:,} | "
+            f"{m['num_val']:,} | {m['splits']['train']['mean_length']} | {s['peak_rss_main_mb']:.0f} | "
+            f"{s['peak_rss_worker_mb']:.0f} | {r['tree_peak_mb']:.0f} |"
+        )
     reader = rows[0]["summary"]["reader_summary"]
     print(f"\nreader: {reader}")
     if any(r["mode"] == "nsp" for r in rows):

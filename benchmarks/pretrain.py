@@ -44,8 +44,12 @@ from clozeformer.train.optim import Budget, Schedule  # noqa: E402
 
 
 def model_config(preset: str, manifest: dict) -> BertConfig:
-    return BertConfig.preset(preset, vocab_size=manifest["vocab_size"], pad_token_id=manifest["special_ids"]["pad"],
-                             max_position_embeddings=max(512, manifest["seq_len"]))
+    return BertConfig.preset(
+        preset,
+        vocab_size=manifest["vocab_size"],
+        pad_token_id=manifest["special_ids"]["pad"],
+        max_position_embeddings=max(512, manifest["seq_len"]),
+    )
 
 
 def masked_fraction(data: Path, batch_size: int) -> float:
@@ -61,11 +65,24 @@ def masked_fraction(data: Path, batch_size: int) -> float:
 
 # ----------------------------------------------------------------------------- ours
 
+
 def run_ours(args, preset: str, out: Path, steps: int, batch: int, max_time: float | None = None) -> dict:
-    cfg = PretrainConfig(data=str(args.data), out=str(out), model=preset, batch_size=batch, lr=args.lr,
-                         warmup_steps=args.warmup_steps, max_steps=steps if max_time is None else None,
-                         max_time=max_time, num_threads=args.threads, eval_batches=1, keep_last=1,
-                         progress=False, tensorboard=False, seed=args.seed)
+    cfg = PretrainConfig(
+        data=str(args.data),
+        out=str(out),
+        model=preset,
+        batch_size=batch,
+        lr=args.lr,
+        warmup_steps=args.warmup_steps,
+        max_steps=steps if max_time is None else None,
+        max_time=max_time,
+        num_threads=args.threads,
+        eval_batches=1,
+        keep_last=1,
+        progress=False,
+        tensorboard=False,
+        seed=args.seed,
+    )
     summary = pretrain(cfg)
     recs = [r for r in read_metrics(out) if r["kind"] == "train"]
     return {"summary": summary, "records": recs}
@@ -73,14 +90,20 @@ def run_ours(args, preset: str, out: Path, steps: int, batch: int, max_time: flo
 
 # ----------------------------------------------------------------------------- the transformers loop
 
+
 def hf_model(preset: str, manifest: dict):
     import transformers
 
     c = model_config(preset, manifest)
-    hf_cfg = transformers.BertConfig(vocab_size=c.vocab_size, hidden_size=c.hidden_size,
-                                     num_hidden_layers=c.num_hidden_layers, num_attention_heads=c.num_attention_heads,
-                                     intermediate_size=c.intermediate_size, max_position_embeddings=c.max_position_embeddings,
-                                     pad_token_id=c.pad_token_id)
+    hf_cfg = transformers.BertConfig(
+        vocab_size=c.vocab_size,
+        hidden_size=c.hidden_size,
+        num_hidden_layers=c.num_hidden_layers,
+        num_attention_heads=c.num_attention_heads,
+        intermediate_size=c.intermediate_size,
+        max_position_embeddings=c.max_position_embeddings,
+        pad_token_id=c.pad_token_id,
+    )
     return transformers.BertForPreTraining(hf_cfg)
 
 
@@ -91,8 +114,13 @@ def run_hf(args, preset: str, steps: int | None, batch: int, max_time: float | N
     model = hf_model(preset, manifest).train()
     decay = [p for n, p in model.named_parameters() if not ("bias" in n or "LayerNorm" in n)]
     no_decay = [p for n, p in model.named_parameters() if "bias" in n or "LayerNorm" in n]
-    opt = torch.optim.AdamW([{"params": decay, "weight_decay": 0.01}, {"params": no_decay, "weight_decay": 0.0}],
-                            lr=args.lr, betas=(0.9, 0.999), eps=1e-6, foreach=True)
+    opt = torch.optim.AdamW(
+        [{"params": decay, "weight_decay": 0.01}, {"params": no_decay, "weight_decay": 0.0}],
+        lr=args.lr,
+        betas=(0.9, 0.999),
+        eps=1e-6,
+        foreach=True,
+    )
     loader = PretrainLoader(args.data, "train", batch_size=batch, seed=args.seed, masking=MaskingConfig())
     tokens_per_step = batch * manifest["seq_len"]
     budget = Budget(steps, None, max_time * 60 if max_time else None, tokens_per_step)
@@ -104,8 +132,7 @@ def run_hf(args, preset: str, steps: int | None, batch: int, max_time: float | N
         b = next(it)
         for g in opt.param_groups:
             g["lr"] = args.lr * sched.factor(step, budget.horizon(step, elapsed))
-        out = model(input_ids=b["input_ids"], attention_mask=b["attention_mask"],
-                    token_type_ids=b["token_type_ids"])
+        out = model(input_ids=b["input_ids"], attention_mask=b["attention_mask"], token_type_ids=b["token_type_ids"])
         # HF's BertForPreTraining computes a loss only when NSP labels are given too; this is its
         # masked_lm_loss line: cross-entropy over the dense (B*T, V) logits, -100 ignored
         logits = out.prediction_logits  # (B, T, V)
@@ -118,18 +145,26 @@ def run_hf(args, preset: str, steps: int | None, batch: int, max_time: float | N
         times.append(time.monotonic() - t0)
         step += 1
         elapsed = time.monotonic() - start
-    return {"model": model, "times": times, "losses": losses, "steps": step, "tokens": step * tokens_per_step,
-            "elapsed_s": elapsed}
+    return {
+        "model": model,
+        "times": times,
+        "losses": losses,
+        "steps": step,
+        "tokens": step * tokens_per_step,
+        "elapsed_s": elapsed,
+    }
 
 
 # ----------------------------------------------------------------------------- one evaluator for both
+
 
 @torch.no_grad()
 def val_mlm(forward, data: Path, batch: int, max_batches: int) -> dict:
     """Mean cross-entropy / accuracy over all masked tokens of the first val batches (fixed masks)."""
     ce, n, correct = 0.0, 0, 0
-    for i, b in enumerate(PretrainLoader(data, "val", batch_size=batch, seed=0, masking=MaskingConfig(),
-                                         shuffle=False, drop_last=False)):
+    for i, b in enumerate(
+        PretrainLoader(data, "val", batch_size=batch, seed=0, masking=MaskingConfig(), shuffle=False, drop_last=False)
+    ):
         if i >= max_batches:
             break
         logits = forward(b)  # (B, T, V)
@@ -143,12 +178,16 @@ def val_mlm(forward, data: Path, batch: int, max_batches: int) -> dict:
 
 # ----------------------------------------------------------------------------- modes
 
+
 def throughput(args) -> None:
     manifest = read_manifest(args.data)
     seq = manifest["seq_len"]
     ceiling, _ = measure_ceiling(args.threads, (512, 1024, 2048), torch.float32, 1.0)
-    print(f"fp32 matmul ceiling ({args.threads} threads): {ceiling:.1f} GFLOP/s; data {args.data} "
-          f"(seq_len {seq}, vocab {manifest['vocab_size']})\n", flush=True)
+    print(
+        f"fp32 matmul ceiling ({args.threads} threads): {ceiling:.1f} GFLOP/s; data {args.data} "
+        f"(seq_len {seq}, vocab {manifest['vocab_size']})\n",
+        flush=True,
+    )
     rows = []
     for preset in args.models:
         batch = args.batch_size or (32 if preset in ("tiny", "mini") else 8)
@@ -156,10 +195,10 @@ def throughput(args) -> None:
         flops_tok = mlm_flops_per_token(model_config(preset, manifest), seq, masked_fraction=frac)
         with tempfile.TemporaryDirectory() as tmp:
             ours = run_ours(args, preset, Path(tmp) / "run", args.warmup + args.steps, batch)
-        timed = ours["records"][args.warmup:]
+        timed = ours["records"][args.warmup :]
         ours_tps = len(timed) * batch * seq / sum(batch * seq / r["tokens_per_s"] for r in timed)  # tokens / time
         hf = run_hf(args, preset, args.warmup + args.steps, batch)
-        hf_tps = batch * seq * args.steps / sum(hf["times"][args.warmup:])
+        hf_tps = batch * seq * args.steps / sum(hf["times"][args.warmup :])
         for name, tps in (("clozeformer", ours_tps), ("transformers", hf_tps)):
             flops = tps * flops_tok
             rows.append((preset, name, batch, tps, flops / 1e9, 100 * flops / 1e9 / ceiling))
@@ -188,22 +227,27 @@ def wallclock(args) -> None:
         return ours_model(b["input_ids"], b["attention_mask"], b["token_type_ids"]).logits
 
     def fwd_hf(b):
-        return hf_model_(input_ids=b["input_ids"], attention_mask=b["attention_mask"],
-                         token_type_ids=b["token_type_ids"]).prediction_logits
+        return hf_model_(
+            input_ids=b["input_ids"], attention_mask=b["attention_mask"], token_type_ids=b["token_type_ids"]
+        ).prediction_logits
 
     rows = []
     s = ours["summary"]
     rows.append(("clozeformer", s["step"], s["tokens"], s["elapsed_s"], val_mlm(fwd_ours, args.data, batch, args.eval_batches)))
-    rows.append(("transformers", hf["steps"], hf["tokens"], hf["elapsed_s"],
-                 val_mlm(fwd_hf, args.data, batch, args.eval_batches)))
-    print(f"\n{preset}, {minutes:g} min each, batch {batch} x {manifest['seq_len']}, lr {args.lr} "
-          f"(warmup {args.warmup_steps} steps, linear decay to the deadline), fp32, {args.threads} threads\n")
+    rows.append(
+        ("transformers", hf["steps"], hf["tokens"], hf["elapsed_s"], val_mlm(fwd_hf, args.data, batch, args.eval_batches))
+    )
+    print(
+        f"\n{preset}, {minutes:g} min each, batch {batch} x {manifest['seq_len']}, lr {args.lr} "
+        f"(warmup {args.warmup_steps} steps, linear decay to the deadline), fp32, {args.threads} threads\n"
+    )
     print("| trainer | steps | tokens | tokens/s | val MLM loss | val MLM acc | val ppl |")
     print("|---|---:|---:|---:|---:|---:|---:|")
     for name, steps, tokens, secs, v in rows:
         print(f"| {name} | {steps:,} | {tokens:,} | {tokens / secs:,.0f} | {v['loss']:.4f} | {v['acc']:.4f} | {v['ppl']:.1f} |")
-    print(f"\nvalidation: the first {args.eval_batches} val batches ({rows[0][4]['tokens']:,} masked tokens), "
-          "same masks for both.")
+    print(
+        f"\nvalidation: the first {args.eval_batches} val batches ({rows[0][4]['tokens']:,} masked tokens), same masks for both."
+    )
 
 
 def main() -> None:

@@ -43,15 +43,16 @@ def build_model(directory: Path, size: str) -> None:
     vocab = DATA / "vocab" / "bert-base-uncased"
     tok = Tokenizer.from_pretrained(vocab if vocab.is_dir() else ROOT / "tests" / "fixtures" / "infer_vocab.txt")
     torch.manual_seed(0)
-    BertForSequenceClassification(BertConfig.preset(size, vocab_size=tok.vocab_size,
-                                                    id2label={0: "negative", 1: "positive"})).save_pretrained(directory)
+    BertForSequenceClassification(
+        BertConfig.preset(size, vocab_size=tok.vocab_size, id2label={0: "negative", 1: "positive"})
+    ).save_pretrained(directory)
     tok.save(directory)
 
 
 def load_texts(n: int) -> list[str]:
     sst2 = DATA / "tasks" / "glue" / "SST-2" / "train.tsv"
     if sst2.is_file():
-        lines = sst2.read_text(encoding="utf-8").splitlines()[1:n + 1]
+        lines = sst2.read_text(encoding="utf-8").splitlines()[1 : n + 1]
         return [line.split("\t")[0] for line in lines]
     words = "the movie was good bad long fun boring and very not really a film".split()
     return [" ".join(words[(i + k) % len(words)] for k in range(3 + i % 12)) for i in range(n)]
@@ -69,11 +70,29 @@ def body_for(task: str, text: str) -> dict:
 
 class Server:
     def __init__(self, model: Path, threads: int, max_wait_ms: float, batch_size: int) -> None:
-        cmd = [sys.executable, "-m", "clozeformer", "serve", "--model", str(model), "--host", HOST, "--port", "0",
-               "--log-level", "warning", "--threads", str(threads), "--max-wait-ms", str(max_wait_ms),
-               "--batch-size", str(batch_size)]
-        self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                                     env=dict(os.environ, PYTHONUNBUFFERED="1"))
+        cmd = [
+            sys.executable,
+            "-m",
+            "clozeformer",
+            "serve",
+            "--model",
+            str(model),
+            "--host",
+            HOST,
+            "--port",
+            "0",
+            "--log-level",
+            "warning",
+            "--threads",
+            str(threads),
+            "--max-wait-ms",
+            str(max_wait_ms),
+            "--batch-size",
+            str(batch_size),
+        ]
+        self.proc = subprocess.Popen(
+            cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=dict(os.environ, PYTHONUNBUFFERED="1")
+        )
         self.stderr: list[str] = []
         threading.Thread(target=lambda: self.stderr.extend(self.proc.stderr), daemon=True).start()
         self.url = None
@@ -128,8 +147,11 @@ class Connection:
 
     async def post(self, path: str, body: dict) -> tuple[int, dict]:
         data = json.dumps(body).encode()
-        self.writer.write(f"POST {path} HTTP/1.1\r\nHost: {HOST}\r\nContent-Type: application/json\r\n"
-                          f"Content-Length: {len(data)}\r\n\r\n".encode() + data)
+        self.writer.write(
+            f"POST {path} HTTP/1.1\r\nHost: {HOST}\r\nContent-Type: application/json\r\n"
+            f"Content-Length: {len(data)}\r\n\r\n".encode()
+            + data
+        )
         head = (await self.reader.readuntil(b"\r\n\r\n")).decode("latin-1").split("\r\n")
         status = int(head[0].split(" ", 2)[1])
         headers = dict(line.split(":", 1) for line in head[1:] if ":" in line)
@@ -168,9 +190,15 @@ async def level(client, url: str, task: str, texts: list[str], clients: int, n: 
     after = (await client.get(url + "/info")).json()["stats"][task]
     batches = after["batches"] - before["batches"]
     lat = sorted(latencies)
-    return {"clients": clients, "requests": n, "errors": errors, "p50": statistics.median(lat),
-            "p99": lat[min(len(lat) - 1, int(round(0.99 * (len(lat) - 1))))], "rps": n / wall,
-            "mean_batch": (after["sequences"] - before["sequences"]) / max(1, batches)}
+    return {
+        "clients": clients,
+        "requests": n,
+        "errors": errors,
+        "p50": statistics.median(lat),
+        "p99": lat[min(len(lat) - 1, int(round(0.99 * (len(lat) - 1))))],
+        "rps": n / wall,
+        "mean_batch": (after["sequences"] - before["sequences"]) / max(1, batches),
+    }
 
 
 async def run(url: str, task: str, texts: list[str], levels: list[int], n: int) -> list[dict]:
@@ -206,14 +234,18 @@ def main() -> int:
         finally:
             rc = server.stop()
     what = f"{args.model}" if args.model else f"random-init BERT-{args.size}"
-    print(f"\n`serve` load test: {what}, POST /{args.task}, one text per request, server threads "
-          f"{args.threads}, max_wait_ms {args.max_wait_ms}, batch_size {args.batch_size}; server exit after "
-          f"SIGTERM: {rc}\n")
+    print(
+        f"\n`serve` load test: {what}, POST /{args.task}, one text per request, server threads "
+        f"{args.threads}, max_wait_ms {args.max_wait_ms}, batch_size {args.batch_size}; server exit after "
+        f"SIGTERM: {rc}\n"
+    )
     print("| clients | requests | errors | p50 (ms) | p99 (ms) | throughput (req/s) | mean batch |")
     print("|---:|---:|---:|---:|---:|---:|---:|")
     for r in results:
-        print(f"| {r['clients']} | {r['requests']} | {r['errors']} | {r['p50']:.1f} | {r['p99']:.1f} | "
-              f"{r['rps']:.0f} | {r['mean_batch']:.1f} |")
+        print(
+            f"| {r['clients']} | {r['requests']} | {r['errors']} | {r['p50']:.1f} | {r['p99']:.1f} | "
+            f"{r['rps']:.0f} | {r['mean_batch']:.1f} |"
+        )
     return 1 if any(r["errors"] for r in results) else 0
 
 

@@ -46,10 +46,14 @@ def main() -> None:
     text = SHARED / "text"
     if not text.is_dir():
         raise SystemExit(f"{text}: not found (set CLOZEFORMER_SHARED_DATA)")
-    inputs = [str(text / "enwiki"), str(text / "wikinews"), str(text / "gutenberg"),
-              str(text / "wikitext-2" / "valid.txt"), str(text / "wikitext-2" / "test.txt")]
-    cfg = TokenizerTrainConfig(input=inputs, out=str(args.out or "unused"), vocab_size=args.vocab_size,
-                               progress=False)
+    inputs = [
+        str(text / "enwiki"),
+        str(text / "wikinews"),
+        str(text / "gutenberg"),
+        str(text / "wikitext-2" / "valid.txt"),
+        str(text / "wikitext-2" / "test.txt"),
+    ]
+    cfg = TokenizerTrainConfig(input=inputs, out=str(args.out or "unused"), vocab_size=args.vocab_size, progress=False)
     t0 = time.perf_counter()
     tok, summary = train_tokenizer(cfg)
     wall = time.perf_counter() - t0
@@ -72,8 +76,7 @@ def main() -> None:
     ours_fert, ours_unk = per_word(ours)
     g_fert, g_unk = per_word(google)
     print(summary["reader_summary"], file=sys.stderr)
-    print(f"\nWordPiece training, uncased, {summary['input_bytes'] / 1e6:.0f} MB of English text, "
-          f"{os.cpu_count()} CPUs\n")
+    print(f"\nWordPiece training, uncased, {summary['input_bytes'] / 1e6:.0f} MB of English text, {os.cpu_count()} CPUs\n")
     print("| vocab size | wall s (read + train) | MB/s | peak RSS MB |")
     print("|---|---|---|---|")
     print(f"| {tok.vocab_size:,} | {wall:.1f} | {summary['input_bytes'] / 1e6 / wall:.2f} | {rss:.0f} |")

@@ -29,13 +29,18 @@ def make_batch(B: int, T: int, V: int, seed: int = 0) -> dict[str, torch.Tensor]
     ids = torch.randint(1000, V, (B, T), generator=g)
     ids[:, 0], ids[:, T // 2], ids[:, -1] = 101, 102, 102
     types = torch.zeros(B, T, dtype=torch.long)
-    types[:, T // 2 + 1:] = 1
+    types[:, T // 2 + 1 :] = 1
     masked = torch.rand(B, T, generator=g) < 0.15
     masked[:, [0, T // 2, T - 1]] = False
     labels = torch.where(masked, ids, torch.full_like(ids, -100))
     ids = torch.where(masked, torch.full_like(ids, 103), ids)
-    return dict(input_ids=ids, token_type_ids=types, attention_mask=torch.ones(B, T, dtype=torch.long),
-                labels=labels, next_sentence_label=torch.randint(0, 2, (B,), generator=g))
+    return dict(
+        input_ids=ids,
+        token_type_ids=types,
+        attention_mask=torch.ones(B, T, dtype=torch.long),
+        labels=labels,
+        next_sentence_label=torch.randint(0, 2, (B,), generator=g),
+    )
 
 
 def main() -> None:
@@ -53,16 +58,19 @@ def main() -> None:
     from clozeformer.model import BertForPreTraining
 
     torch.set_num_threads(args.threads)
-    print(f"torch {torch.__version__}, transformers {transformers.__version__}, threads {args.threads}, "
-          f"seq {args.seq_len}, fp32, median of {args.repeats}")
+    print(
+        f"torch {torch.__version__}, transformers {transformers.__version__}, threads {args.threads}, "
+        f"seq {args.seq_len}, fp32, median of {args.repeats}"
+    )
     rows = []
     for name in args.models:
         B = SETTINGS[name]
         cfg = BertConfig.preset(name, vocab_size=30522)
         torch.manual_seed(0)
         ours = BertForPreTraining(cfg).train()
-        hf = transformers.BertForPreTraining(transformers.BertConfig(**{
-            k: v for k, v in cfg.to_dict().items() if k not in ("model_type",)})).train()
+        hf = transformers.BertForPreTraining(
+            transformers.BertConfig(**{k: v for k, v in cfg.to_dict().items() if k not in ("model_type",)})
+        ).train()
         opt_ours = torch.optim.AdamW(ours.parameters(), lr=1e-4, fused=True)
         opt_hf = torch.optim.AdamW(hf.parameters(), lr=1e-4)
         batch = make_batch(B, args.seq_len, cfg.vocab_size)

@@ -17,8 +17,10 @@ from clozeformer.errors import ClozeformerError
 
 #: verb -> (module, one-line help). The registry of the CLI; modules are imported lazily.
 COMMANDS: dict[str, tuple[str, str]] = {
-    "quickstart": ("clozeformer.quickstart",
-                   "the whole road in minutes on the bundled corpus: vocab, pretrain, cloze, fine-tune"),
+    "quickstart": (
+        "clozeformer.quickstart",
+        "the whole road in minutes on the bundled corpus: vocab, pretrain, cloze, fine-tune",
+    ),
     "experiment": ("clozeformer.experiments", "test BERT's claims: pretrain-vs-scratch, mlm-vs-clm, nsp-ablation"),
     "demo": ("clozeformer.demo", "build a tiny BERT, save it, reload it here and in transformers"),
     "tokenizer": ("clozeformer.data.tokenizer_cli", "train a WordPiece vocab from corpora (tokenizer train)"),
@@ -45,7 +47,7 @@ def _top_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="clozeformer",
         description="BERT end to end: WordPiece vocab, pretraining shards, cloze pretraining, "
-                    "fine-tuning, evaluation and inference.",
+        "fine-tuning, evaluation and inference.",
         epilog=epilog + "\n\n`clozeformer VERB --help` shows a verb's options.",
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
@@ -63,14 +65,17 @@ def main(argv: list[str] | None = None) -> int:
     if argv[0] not in COMMANDS:
         if argv[0].startswith("-"):
             top.parse_args(argv)  # --help / --version exit here; anything else is an argparse error
-        print(f"error: unknown verb {argv[0]!r}; choose one of {', '.join(COMMANDS)} "
-              "(clozeformer --help lists them)", file=sys.stderr)
+        print(
+            f"error: unknown verb {argv[0]!r}; choose one of {', '.join(COMMANDS)} (clozeformer --help lists them)",
+            file=sys.stderr,
+        )
         return 2
     verb = argv[0]
     module_name, help_ = COMMANDS[verb]
     module = importlib.import_module(module_name)
-    parser = argparse.ArgumentParser(prog=f"clozeformer {verb}", description=help_,
-                                     formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    parser = argparse.ArgumentParser(
+        prog=f"clozeformer {verb}", description=help_, formatter_class=argparse.ArgumentDefaultsHelpFormatter
+    )
     module.add_arguments(parser)
     args = parser.parse_args(argv[1:])
     try:
@@ -85,8 +90,11 @@ def main(argv: list[str] | None = None) -> int:
         import traceback
 
         traceback.print_exc()
-        print(f"error: internal error in `clozeformer {verb}` (a bug, not your input): please report it with "
-              "the command line and the traceback above", file=sys.stderr)
+        print(
+            f"error: internal error in `clozeformer {verb}` (a bug, not your input): please report it with "
+            "the command line and the traceback above",
+            file=sys.stderr,
+        )
         return 1
 
 

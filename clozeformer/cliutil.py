@@ -84,8 +84,9 @@ def _base_type(tp: Any) -> tuple[Any, bool]:
     return tp, False
 
 
-def add_dataclass_args(parser: argparse.ArgumentParser, cls: type, *, skip: tuple[str, ...] = (),
-                       positional: tuple[str, ...] = ()) -> None:
+def add_dataclass_args(
+    parser: argparse.ArgumentParser, cls: type, *, skip: tuple[str, ...] = (), positional: tuple[str, ...] = ()
+) -> None:
     """Add one flag per field of dataclass `cls`; defaults stay unset so a file can fill them."""
     hints = typing.get_type_hints(cls)
     group = parser.add_argument_group(f"{cls.__name__} options")
@@ -93,8 +94,11 @@ def add_dataclass_args(parser: argparse.ArgumentParser, cls: type, *, skip: tupl
         if f.name in skip or f.metadata.get("cli") is False:
             continue
         tp, optional = _base_type(hints[f.name])
-        default = f.default if f.default is not dataclasses.MISSING else (
-            f.default_factory() if f.default_factory is not dataclasses.MISSING else None)  # type: ignore[misc]
+        default = (
+            f.default
+            if f.default is not dataclasses.MISSING
+            else (f.default_factory() if f.default_factory is not dataclasses.MISSING else None)
+        )  # type: ignore[misc]
         help_ = f.metadata.get("help", "")
         choices = f.metadata.get("choices")
         if choices is None and typing.get_origin(tp) is typing.Literal:
@@ -171,6 +175,7 @@ def config_dict(cfg: Any) -> dict[str, Any]:
         if isinstance(v, dict):
             return {str(k): convert(x) for k, x in v.items()}
         return v
+
     return {k: convert(v) for k, v in dataclasses.asdict(cfg).items()}
 
 

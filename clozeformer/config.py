@@ -78,6 +78,7 @@ class BertConfig:
     # ------------------------------------------------------------------ validation
     def _check_types(self) -> None:
         """Each field's JSON type, named in the error (config.json is user input)."""
+
         def bad(name: str, expected: str) -> ClozeformerError:
             return ClozeformerError(f"invalid BertConfig: {name} must be {expected}, got {getattr(self, name)!r}")
 
@@ -87,8 +88,7 @@ class BertConfig:
                 continue
             if tp.startswith("int") and (isinstance(v, bool) or not isinstance(v, int)):
                 raise bad(f.name, "an integer")
-            if tp.startswith("float") and (isinstance(v, bool) or not isinstance(v, (int, float))
-                                           or not math.isfinite(v)):
+            if tp.startswith("float") and (isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v)):
                 raise bad(f.name, "a number")
             if tp.startswith("str") and not isinstance(v, str):
                 raise bad(f.name, "a string")
@@ -114,14 +114,20 @@ class BertConfig:
         def bad(msg: str) -> ClozeformerError:
             return ClozeformerError(f"invalid BertConfig: {msg}")
 
-        for name in ("vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads",
-                     "intermediate_size", "max_position_embeddings", "type_vocab_size"):
+        for name in (
+            "vocab_size",
+            "hidden_size",
+            "num_hidden_layers",
+            "num_attention_heads",
+            "intermediate_size",
+            "max_position_embeddings",
+            "type_vocab_size",
+        ):
             v = getattr(self, name)
             if not isinstance(v, int) or v <= 0:
                 raise bad(f"{name} must be a positive integer, got {v!r}")
         if self.hidden_size % self.num_attention_heads:
-            raise bad(f"hidden_size ({self.hidden_size}) is not divisible by "
-                      f"num_attention_heads ({self.num_attention_heads})")
+            raise bad(f"hidden_size ({self.hidden_size}) is not divisible by num_attention_heads ({self.num_attention_heads})")
         if self.hidden_act not in ACTIVATIONS:
             raise bad(f"unknown hidden_act {self.hidden_act!r}; choose one of {', '.join(ACTIVATIONS)}")
         for name in ("hidden_dropout_prob", "attention_probs_dropout_prob"):
@@ -129,8 +135,10 @@ class BertConfig:
             if not 0.0 <= v < 1.0:
                 raise bad(f"{name} must be in [0, 1), got {v!r}")
         if self.position_embedding_type not in POSITION_TYPES:
-            raise bad(f"position_embedding_type {self.position_embedding_type!r} is not supported "
-                      f"(choose one of {', '.join(POSITION_TYPES)})")
+            raise bad(
+                f"position_embedding_type {self.position_embedding_type!r} is not supported "
+                f"(choose one of {', '.join(POSITION_TYPES)})"
+            )
         if self.rotary and self.head_dim % 2:
             raise bad(f"rotary positions need an even head size, got {self.head_dim}")
         if not 0 <= self.pad_token_id < self.vocab_size:
@@ -139,8 +147,7 @@ class BertConfig:
             raise bad(f"classifier_pooling must be 'cls' or 'mean', got {self.classifier_pooling!r}")
         if self.num_labels < 1:
             raise bad(f"num_labels must be >= 1, got {self.num_labels}")
-        if self.problem_type not in (None, "regression", "single_label_classification",
-                                     "multi_label_classification"):
+        if self.problem_type not in (None, "regression", "single_label_classification", "multi_label_classification"):
             raise bad(f"unknown problem_type {self.problem_type!r}")
 
     @property
@@ -158,7 +165,7 @@ class BertConfig:
 
     def hf_architecture(self, name: str) -> str:
         """Our class name ("BertForMaskedLM") as transformers names it for this config ("RoFormerForMaskedLM")."""
-        return "RoFormer" + name[len("Bert"):] if self.rotary and name.startswith("Bert") else name
+        return "RoFormer" + name[len("Bert") :] if self.rotary and name.startswith("Bert") else name
 
     # ------------------------------------------------------------------ presets
     @classmethod
@@ -167,8 +174,9 @@ class BertConfig:
         if name not in PRESETS:
             raise ClozeformerError(f"unknown model preset {name!r}; choose one of {', '.join(PRESETS)}")
         layers, hidden, heads = PRESETS[name]
-        kw: dict[str, Any] = dict(num_hidden_layers=layers, hidden_size=hidden,
-                                  num_attention_heads=heads, intermediate_size=4 * hidden)
+        kw: dict[str, Any] = dict(
+            num_hidden_layers=layers, hidden_size=hidden, num_attention_heads=heads, intermediate_size=4 * hidden
+        )
         kw.update(overrides)
         return cls(**kw)
 
@@ -204,8 +212,9 @@ class BertConfig:
         d = dict(d)
         model_type = d.pop("model_type", "bert")
         if model_type not in ("bert", "roformer"):
-            raise ClozeformerError(f"{source}: model_type {model_type!r} is not a BERT model "
-                                   "(clozeformer reads model_type 'bert' and 'roformer')")
+            raise ClozeformerError(
+                f"{source}: model_type {model_type!r} is not a BERT model (clozeformer reads model_type 'bert' and 'roformer')"
+            )
         if model_type == "roformer":
             if d.pop("rotary_value", False):
                 raise ClozeformerError(f"{source}: rotary_value true (rotary values) is not supported")
@@ -214,11 +223,15 @@ class BertConfig:
                 raise ClozeformerError(f"{source}: embedding_size {emb} != hidden_size is not supported")
             d["position_embedding_type"] = "rotary"
             if isinstance(d.get("architectures"), list):  # our class names are BERT's
-                d["architectures"] = ["Bert" + a[len("RoFormer"):] if isinstance(a, str) and a.startswith("RoFormer")
-                                      else a for a in d["architectures"]]
+                d["architectures"] = [
+                    "Bert" + a[len("RoFormer") :] if isinstance(a, str) and a.startswith("RoFormer") else a
+                    for a in d["architectures"]
+                ]
         elif d.get("position_embedding_type", "absolute") != "absolute":
-            raise ClozeformerError(f"{source}: position_embedding_type {d['position_embedding_type']!r} is not "
-                                   "supported for model_type 'bert' (rotary models are model_type 'roformer')")
+            raise ClozeformerError(
+                f"{source}: position_embedding_type {d['position_embedding_type']!r} is not "
+                "supported for model_type 'bert' (rotary models are model_type 'roformer')"
+            )
         names = {f.name for f in dataclasses.fields(cls)} - {"extra"}
         kw = {k: d.pop(k) for k in list(d) if k in names}
         extra = d.pop("extra", {}) if isinstance(d.get("extra"), dict) else {}

@@ -8,7 +8,7 @@ from clozeformer.errors import ClozeformerError
 
 
 def resolve_device(device: str | None) -> torch.device:
-    """"auto"/None -> CUDA when available, else CPU; anything else must be a usable torch device."""
+    """ "auto"/None -> CUDA when available, else CPU; anything else must be a usable torch device."""
     if device is None or device == "auto":
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
     try:

@@ -38,35 +38,53 @@ def _help(text: str, **kw) -> dict:
 @dataclass
 class ExperimentConfig:
     name: str = field(default="", metadata=_help("experiment", choices=list(EXPERIMENTS)))
-    data: str = field(default="", metadata=_help(
-        "prepared pretraining data dir (`clozeformer prepare`; nsp-ablation needs --mode nsp)"))
+    data: str = field(
+        default="", metadata=_help("prepared pretraining data dir (`clozeformer prepare`; nsp-ablation needs --mode nsp)")
+    )
     tasks_data: str = field(default="", metadata=_help("directory holding GLUE-style task dirs (SST-2/, RTE/, ...)"))
-    tasks: list[str] = field(default_factory=lambda: ["sst2", "mrpc", "rte", "cola"], metadata=_help(
-        "GLUE-style tasks to fine-tune on"))
+    tasks: list[str] = field(
+        default_factory=lambda: ["sst2", "mrpc", "rte", "cola"], metadata=_help("GLUE-style tasks to fine-tune on")
+    )
     out: str = field(default="experiment-run", metadata=_help("output directory"))
-    pretrained: list[str] = field(default_factory=list, metadata=_help(
-        "model dirs to fine-tune instead of pretraining, one per variant in table order: pretrain-vs-scratch: "
-        "MLM; mlm-vs-clm: MLM CLM (a left-to-right model); nsp-ablation: MLM+NSP MLM"))
+    pretrained: list[str] = field(
+        default_factory=list,
+        metadata=_help(
+            "model dirs to fine-tune instead of pretraining, one per variant in table order: pretrain-vs-scratch: "
+            "MLM; mlm-vs-clm: MLM CLM (a left-to-right model); nsp-ablation: MLM+NSP MLM"
+        ),
+    )
     model: str = field(default="mini", metadata=_help("architecture preset of the pretrained models"))
-    budget_minutes: float = field(default=10.0, metadata=_help(
-        "pretraining wall-clock minutes of the first variant; the others get its step count"))
-    budget_steps: int | None = field(default=None, metadata=_help(
-        "pretraining optimizer steps for every variant (replaces --budget-minutes; same on any machine)"))
-    jobs: int = field(default=1, metadata=_help(
-        "independent runs (pretraining variants with --budget-steps, fine-tuning runs) at once, in separate "
-        "processes with --threads threads each (default 1 thread when jobs > 1); logs under OUT/logs/"))
+    budget_minutes: float = field(
+        default=10.0, metadata=_help("pretraining wall-clock minutes of the first variant; the others get its step count")
+    )
+    budget_steps: int | None = field(
+        default=None,
+        metadata=_help("pretraining optimizer steps for every variant (replaces --budget-minutes; same on any machine)"),
+    )
+    jobs: int = field(
+        default=1,
+        metadata=_help(
+            "independent runs (pretraining variants with --budget-steps, fine-tuning runs) at once, in separate "
+            "processes with --threads threads each (default 1 thread when jobs > 1); logs under OUT/logs/"
+        ),
+    )
     finetune_minutes: float = field(default=2.0, metadata=_help("wall-clock cap per fine-tuning run"))
     seeds: int = field(default=3, metadata=_help("fine-tuning seeds per (variant, task)"))
     batch_size: int = field(default=32, metadata=_help("pretraining micro-batch"))
-    lr: float | None = field(default=None, metadata=_help(
-        "pretraining peak learning rate; unset: `pretrain`'s recipe for --model"))
-    warmup_steps: int | None = field(default=None, metadata=_help(
-        "pretraining warmup steps; unset: `pretrain`'s recipe for --model"))
+    lr: float | None = field(
+        default=None, metadata=_help("pretraining peak learning rate; unset: `pretrain`'s recipe for --model")
+    )
+    warmup_steps: int | None = field(
+        default=None, metadata=_help("pretraining warmup steps; unset: `pretrain`'s recipe for --model")
+    )
     finetune_lr: float = field(default=1e-4, metadata=_help("fine-tuning learning rate"))
-    finetune_dropout: float | None = field(default=None, metadata=_help(
-        "dropout while fine-tuning (`finetune --dropout`); unset: each model's own"))
-    finetune_pooling: str | None = field(default=None, metadata=_help(
-        "sentence vector while fine-tuning (`finetune --pooling`: cls or mean); unset: the model's own (cls)"))
+    finetune_dropout: float | None = field(
+        default=None, metadata=_help("dropout while fine-tuning (`finetune --dropout`); unset: each model's own")
+    )
+    finetune_pooling: str | None = field(
+        default=None,
+        metadata=_help("sentence vector while fine-tuning (`finetune --pooling`: cls or mean); unset: the model's own (cls)"),
+    )
     finetune_epochs: float = field(default=3.0, metadata=_help("fine-tuning epochs (the time cap may stop earlier)"))
     max_train_examples: int | None = field(default=4000, metadata=_help("cap on fine-tuning examples per task"))
     max_eval_examples: int | None = field(default=2000, metadata=_help("cap on dev examples per task"))
@@ -97,8 +115,18 @@ class ExperimentConfig:
 
 # ----------------------------------------------------------------------------- shared pieces
 
-TASK_DIRS = {"sst2": "SST-2", "cola": "CoLA", "mrpc": "MRPC", "rte": "RTE", "stsb": "STS-B", "wnli": "WNLI",
-             "qnli": "QNLI", "qqp": "QQP", "mnli": "MNLI", "chnsenticorp": "chnsenticorp"}
+TASK_DIRS = {
+    "sst2": "SST-2",
+    "cola": "CoLA",
+    "mrpc": "MRPC",
+    "rte": "RTE",
+    "stsb": "STS-B",
+    "wnli": "WNLI",
+    "qnli": "QNLI",
+    "qqp": "QQP",
+    "mnli": "MNLI",
+    "chnsenticorp": "chnsenticorp",
+}
 
 
 def task_dir(cfg: ExperimentConfig, task: str) -> Path:
@@ -130,11 +158,25 @@ def finetune_standard(cfg: ExperimentConfig, model_dir: Path, task: str, seed: i
     from clozeformer.tasks.config import FinetuneConfig
     from clozeformer.tasks.finetune import finetune
 
-    res = finetune(FinetuneConfig(
-        task=task, data=[str(task_dir(cfg, task))], model=str(model_dir), out=str(out), epochs=cfg.finetune_epochs,
-        lr=cfg.finetune_lr, batch_size=32, seed=seed, max_time=cfg.finetune_minutes, overwrite=True,
-        max_train_examples=cfg.max_train_examples, max_eval_examples=cfg.max_eval_examples, threads=cfg.threads,
-        dropout=cfg.finetune_dropout, pooling=cfg.finetune_pooling))
+    res = finetune(
+        FinetuneConfig(
+            task=task,
+            data=[str(task_dir(cfg, task))],
+            model=str(model_dir),
+            out=str(out),
+            epochs=cfg.finetune_epochs,
+            lr=cfg.finetune_lr,
+            batch_size=32,
+            seed=seed,
+            max_time=cfg.finetune_minutes,
+            overwrite=True,
+            max_train_examples=cfg.max_train_examples,
+            max_eval_examples=cfg.max_eval_examples,
+            threads=cfg.threads,
+            dropout=cfg.finetune_dropout,
+            pooling=cfg.finetune_pooling,
+        )
+    )
     return float(res["best"]["main"]) if res.get("best") else float("nan")
 
 
@@ -143,11 +185,27 @@ def run_pretraining(cfg: ExperimentConfig, out: Path, objective: str, max_steps:
     from clozeformer.train.config import PretrainConfig
     from clozeformer.train.loop import pretrain
 
-    summary = pretrain(PretrainConfig(
-        data=cfg.data, out=str(out), model=cfg.model, objective=objective,  # type: ignore[arg-type]
-        max_time=None if max_steps else cfg.budget_minutes, max_steps=max_steps, batch_size=cfg.batch_size,
-        lr=cfg.lr, warmup_steps=cfg.warmup_steps, eval_every=0, eval_batches=50, seed=0, tensorboard=False, keep_last=1,
-        num_threads=cfg.threads, resume=False, progress=cfg.jobs == 1))
+    summary = pretrain(
+        PretrainConfig(
+            data=cfg.data,
+            out=str(out),
+            model=cfg.model,
+            objective=objective,  # type: ignore[arg-type]
+            max_time=None if max_steps else cfg.budget_minutes,
+            max_steps=max_steps,
+            batch_size=cfg.batch_size,
+            lr=cfg.lr,
+            warmup_steps=cfg.warmup_steps,
+            eval_every=0,
+            eval_batches=50,
+            seed=0,
+            tensorboard=False,
+            keep_last=1,
+            num_threads=cfg.threads,
+            resume=False,
+            progress=cfg.jobs == 1,
+        )
+    )
     return Path(summary["checkpoint"]), summary
 
 
@@ -162,8 +220,11 @@ def reused_pretraining(model_dir: Path) -> dict:
         info.update(steps=state.get("step"), seconds=state.get("elapsed_s"))
         metrics = model_dir.parent.parent / "metrics.jsonl"  # RUN/checkpoints/step-N -> RUN/metrics.jsonl
         if metrics.is_file():
-            evals = [r for r in map(json.loads, metrics.read_text(encoding="utf-8").splitlines())
-                     if r.get("kind") == "eval" and r.get("step") == state.get("step")]
+            evals = [
+                r
+                for r in map(json.loads, metrics.read_text(encoding="utf-8").splitlines())
+                if r.get("kind") == "eval" and r.get("step") == state.get("step")
+            ]
             if evals:
                 info["val"] = evals[-1]
     return info
@@ -171,9 +232,13 @@ def reused_pretraining(model_dir: Path) -> dict:
 
 def pretraining_entry(model_dir: Path, summary: dict) -> dict:
     """One variant's pretraining for the report, from `pretrain`'s summary or `reused_pretraining`."""
-    return {"dir": str(model_dir), "steps": summary.get("step", summary.get("steps")),
-            "seconds": summary.get("elapsed_s", summary.get("seconds")), "val": summary.get("val"),
-            "note": summary.get("note")}
+    return {
+        "dir": str(model_dir),
+        "steps": summary.get("step", summary.get("steps")),
+        "seconds": summary.get("elapsed_s", summary.get("seconds")),
+        "val": summary.get("val"),
+        "note": summary.get("note"),
+    }
 
 
 def mean_std(xs: list[float]) -> tuple[float, float]:
@@ -181,6 +246,7 @@ def mean_std(xs: list[float]) -> tuple[float, float]:
 
 
 # ----------------------------------------------------------------------------- MLM vs CLM
+
 
 def clm_or_mlm_pretrain(cfg: ExperimentConfig, causal: bool, steps: int | None, out: Path) -> dict:
     """One small loop for both objectives so that only the objective differs.
@@ -203,11 +269,15 @@ def clm_or_mlm_pretrain(cfg: ExperimentConfig, causal: bool, steps: int | None, 
     recipe = recipe_for(cfg.model, from_preset=True)  # the same defaults as `pretrain --model`
     lr = cfg.lr if cfg.lr is not None else recipe.lr
     warmup = cfg.warmup_steps if cfg.warmup_steps is not None else recipe.warmup_steps
-    over = {} if recipe.dropout is None else {"hidden_dropout_prob": recipe.dropout,
-                                               "attention_probs_dropout_prob": recipe.dropout}
+    over = (
+        {} if recipe.dropout is None else {"hidden_dropout_prob": recipe.dropout, "attention_probs_dropout_prob": recipe.dropout}
+    )
     torch.manual_seed(0)
-    model = BertForMaskedLM(BertConfig.preset(cfg.model, vocab_size=manifest["vocab_size"],
-                                              position_embedding_type=recipe.position_embedding_type, **over)).train()
+    model = BertForMaskedLM(
+        BertConfig.preset(
+            cfg.model, vocab_size=manifest["vocab_size"], position_embedding_type=recipe.position_embedding_type, **over
+        )
+    ).train()
     opt = torch.optim.AdamW(param_groups(model, 0.01), lr=lr, eps=1e-6)
     loader = PretrainLoader(cfg.data, "train", batch_size=cfg.batch_size, seed=0, masking=MaskingConfig())
     t0, losses, step = time.monotonic(), [], 0
@@ -238,15 +308,19 @@ def clm_or_mlm_pretrain(cfg: ExperimentConfig, causal: bool, steps: int | None, 
         losses.append(loss.item())
         step += 1
         if step % 50 == 0:
-            print(f"  {'CLM' if causal else 'MLM'} step {step}/{horizon}: loss {statistics.fmean(losses[-50:]):.3f}",
-                  flush=True)
+            print(f"  {'CLM' if causal else 'MLM'} step {step}/{horizon}: loss {statistics.fmean(losses[-50:]):.3f}", flush=True)
     model.save_pretrained(out)
     tok_dir = Path(cfg.data) / "tokenizer"
     for name in ("vocab.txt", "tokenizer_config.json"):
         if (tok_dir / name).is_file():
             (out / name).write_bytes((tok_dir / name).read_bytes())
-    summary = {"steps": step, "seconds": time.monotonic() - t0, "losses": losses, "dir": str(out),
-               "final_loss": statistics.fmean(losses[-50:]) if losses else None}
+    summary = {
+        "steps": step,
+        "seconds": time.monotonic() - t0,
+        "losses": losses,
+        "dir": str(out),
+        "final_loss": statistics.fmean(losses[-50:]) if losses else None,
+    }
     atomic_write_json(out / "pretraining.json", summary)  # read back when the dir is given with --pretrained
     return summary
 
@@ -294,7 +368,7 @@ def finetune_pooled(cfg: ExperimentConfig, model_dir: Path, task: str, seed: int
     def batches(data, order, bs=32):
         ids, types, ys = data
         for i in range(0, len(order), bs):
-            sel = order[i:i + bs]
+            sel = order[i : i + bs]
             T = max(len(ids[j]) for j in sel)
             x = torch.zeros(len(sel), T, dtype=torch.long)
             tt = torch.zeros_like(x)
@@ -345,6 +419,7 @@ def finetune_pooled(cfg: ExperimentConfig, model_dir: Path, task: str, seed: int
 
 
 # ----------------------------------------------------------------------------- one run or N at a time
+
 
 def _slug(name: str) -> str:
     return "".join(c if c.isalnum() or c in "-." else "_" for c in name).strip("_")
@@ -408,12 +483,11 @@ def run_many(cfg: ExperimentConfig, runs: list[tuple[str, Callable, tuple]], out
 
     results: list[Any] = [None] * len(runs)
     logs = [out / "logs" / f"{_slug(name)}.log" for name, _, _ in runs]
-    print(f"{len(runs)} runs, {cfg.jobs} at a time with {cfg.threads} thread(s) each; logs in {out / 'logs'}",
-          flush=True)
-    with ProcessPoolExecutor(max_workers=min(cfg.jobs, len(runs)), mp_context=mp.get_context("spawn"),
-                             initializer=_die_with_parent) as pool:
-        futures = {pool.submit(_logged, str(logs[i]), cfg.threads, fn, *args): i
-                   for i, (_, fn, args) in enumerate(runs)}
+    print(f"{len(runs)} runs, {cfg.jobs} at a time with {cfg.threads} thread(s) each; logs in {out / 'logs'}", flush=True)
+    with ProcessPoolExecutor(
+        max_workers=min(cfg.jobs, len(runs)), mp_context=mp.get_context("spawn"), initializer=_die_with_parent
+    ) as pool:
+        futures = {pool.submit(_logged, str(logs[i]), cfg.threads, fn, *args): i for i, (_, fn, args) in enumerate(runs)}
         for fut in as_completed(futures):
             i = futures[fut]
             try:
@@ -430,6 +504,7 @@ def run_many(cfg: ExperimentConfig, runs: list[tuple[str, Callable, tuple]], out
 
 
 # ----------------------------------------------------------------------------- the experiments
+
 
 def run(cfg: ExperimentConfig) -> dict:
     import torch
@@ -450,8 +525,9 @@ def run(cfg: ExperimentConfig) -> dict:
         if given:
             pretrained, summary = given[0], reused_pretraining(given[0])
         else:
-            pretrained, summary = run_many(cfg, [("pretrain mlm", run_pretraining,
-                                                  (cfg, out / "pretrain", "mlm", steps))], out)[0]
+            pretrained, summary = run_many(cfg, [("pretrain mlm", run_pretraining, (cfg, out / "pretrain", "mlm", steps))], out)[
+                0
+            ]
         pre["pretrained"] = pretraining_entry(pretrained, summary)
         from clozeformer.train.build import save_random_init
 
@@ -467,12 +543,14 @@ def run(cfg: ExperimentConfig) -> dict:
         if given:
             (a, sa), (b, sb) = [(d, reused_pretraining(d)) for d in given]
         elif steps:  # both budgets known: the arms are independent
-            (a, sa), (b, sb) = run_many(cfg, [arm_a, ("pretrain mlm", run_pretraining,
-                                                       (cfg, out / "pretrain-mlm", "mlm", steps))], out)
+            (a, sa), (b, sb) = run_many(
+                cfg, [arm_a, ("pretrain mlm", run_pretraining, (cfg, out / "pretrain-mlm", "mlm", steps))], out
+            )
         else:  # the second arm gets the first's step count
-            (a, sa), = run_many(cfg, [arm_a], out)
-            (b, sb), = run_many(cfg, [("pretrain mlm", run_pretraining,
-                                       (cfg, out / "pretrain-mlm", "mlm", int(sa["step"])))], out)
+            ((a, sa),) = run_many(cfg, [arm_a], out)
+            ((b, sb),) = run_many(
+                cfg, [("pretrain mlm", run_pretraining, (cfg, out / "pretrain-mlm", "mlm", int(sa["step"])))], out
+            )
         pre = {"mlm+nsp": pretraining_entry(a, sa), "mlm": pretraining_entry(b, sb)}
         variants = {"mlm+nsp": (a, False), "mlm": (b, False)}
         fine = finetune_standard
@@ -481,12 +559,10 @@ def run(cfg: ExperimentConfig) -> dict:
         if given:
             m, c = map(reused_pretraining, given)
         elif steps:
-            m, c = run_many(cfg, [arm_m, ("pretrain clm", clm_or_mlm_pretrain,
-                                          (cfg, True, steps, out / "pretrain-clm"))], out)
+            m, c = run_many(cfg, [arm_m, ("pretrain clm", clm_or_mlm_pretrain, (cfg, True, steps, out / "pretrain-clm"))], out)
         else:
-            m, = run_many(cfg, [arm_m], out)
-            c, = run_many(cfg, [("pretrain clm", clm_or_mlm_pretrain,
-                                 (cfg, True, m["steps"], out / "pretrain-clm"))], out)
+            (m,) = run_many(cfg, [arm_m], out)
+            (c,) = run_many(cfg, [("pretrain clm", clm_or_mlm_pretrain, (cfg, True, m["steps"], out / "pretrain-clm"))], out)
         pre = {"mlm (bidirectional)": m, "clm (left-to-right)": c}
         variants = {"mlm (bidirectional)": (Path(m["dir"]), False), "clm (left-to-right)": (Path(c["dir"]), True)}
         fine = None
@@ -505,9 +581,13 @@ def run(cfg: ExperimentConfig) -> dict:
     scores: dict[str, dict[str, list[float]]] = {v: {t: [] for t in cfg.tasks} for v in variants}
     for (v, task), s in zip(keys, run_many(cfg, runs, out)):
         scores[v][task].append(s)
-    result = {"experiment": cfg.name, "config": json.loads((out / "experiment_config.json").read_text()),
-              "pretraining": {k: {kk: vv for kk, vv in d.items() if kk != "losses"} for k, d in pre.items()},
-              "scores": scores, "minutes": (time.monotonic() - t0) / 60}
+    result = {
+        "experiment": cfg.name,
+        "config": json.loads((out / "experiment_config.json").read_text()),
+        "pretraining": {k: {kk: vv for kk, vv in d.items() if kk != "losses"} for k, d in pre.items()},
+        "scores": scores,
+        "minutes": (time.monotonic() - t0) / 60,
+    }
     atomic_write_json(out / "results.json", result)
     md = results_markdown(cfg, result)
     atomic_write_text(out / "results.md", md)
@@ -521,17 +601,25 @@ def results_markdown(cfg: ExperimentConfig, result: dict) -> str:
     variants = list(scores)
     dropout = "as saved" if cfg.finetune_dropout is None else f"{cfg.finetune_dropout:g}"
     dropout += f", pooling {cfg.finetune_pooling or 'cls'}"
-    lines = [f"### {cfg.name}", "",
-             f"Backbone `{cfg.model}`; " + (
-                 "pretrained models given with --pretrained" if cfg.pretrained else
-                 f"pretraining budget {cfg.budget_steps} steps of {cfg.batch_size} sequences for every variant"
-                 if cfg.budget_steps else
-                 f"pretraining budget {cfg.budget_minutes:g} min for the first variant (the others get its step count)") +
-             f"; fine-tuning {cfg.finetune_epochs:g} epochs, <= {cfg.finetune_minutes:g} min per run, lr "
-             f"{cfg.finetune_lr:g}, dropout {dropout}, <= {cfg.max_train_examples} train / "
-             f"{cfg.max_eval_examples} dev examples; "
-             f"{cfg.seeds} fine-tuning seeds; mean +- std of each task's main dev metric.", "",
-             "| task | " + " | ".join(variants) + " |", "|---|" + "---|" * len(variants)]
+    lines = [
+        f"### {cfg.name}",
+        "",
+        f"Backbone `{cfg.model}`; "
+        + (
+            "pretrained models given with --pretrained"
+            if cfg.pretrained
+            else f"pretraining budget {cfg.budget_steps} steps of {cfg.batch_size} sequences for every variant"
+            if cfg.budget_steps
+            else f"pretraining budget {cfg.budget_minutes:g} min for the first variant (the others get its step count)"
+        )
+        + f"; fine-tuning {cfg.finetune_epochs:g} epochs, <= {cfg.finetune_minutes:g} min per run, lr "
+        f"{cfg.finetune_lr:g}, dropout {dropout}, <= {cfg.max_train_examples} train / "
+        f"{cfg.max_eval_examples} dev examples; "
+        f"{cfg.seeds} fine-tuning seeds; mean +- std of each task's main dev metric.",
+        "",
+        "| task | " + " | ".join(variants) + " |",
+        "|---|" + "---|" * len(variants),
+    ]
     for task in cfg.tasks:
         cells = []
         for v in variants:
@@ -596,7 +684,7 @@ def plot_results(out: Path, cfg: ExperimentConfig, scores: dict, pre: dict) -> N
         fig, ax = plt.subplots(figsize=(6, 3.5))
         for k, losses in curves.items():
             w = 20
-            smooth = [statistics.fmean(losses[max(0, i - w):i + 1]) for i in range(len(losses))]
+            smooth = [statistics.fmean(losses[max(0, i - w) : i + 1]) for i in range(len(losses))]
             ax.plot(smooth, label=k, lw=1)
         ax.set_xlabel("step")
         ax.set_ylabel("training loss (MLM: masked tokens; CLM: next token)")
@@ -613,4 +701,3 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def main(args: argparse.Namespace) -> int:
     run(dataclass_from_args(ExperimentConfig, args))
     return 0
-

@@ -65,15 +65,17 @@ ROFORMER_SINUSOID_KEY = "encoder.embed_positions.weight"
 # parameters that belong to heads: may be initialised fresh when a checkpoint lacks them
 HEAD_PREFIXES = ("mlm.", "nsp.", "classifier.", "qa_outputs.", "pooler.")
 # HF keys that carry no weights of their own (buffers, tied copies)
-IGNORED_HF = re.compile(r"(^|\.)(position_ids|token_type_ids)$|^cls\.predictions\.decoder\.bias$"
-                        r"|^encoder\.embed_positions\.weight$")
+IGNORED_HF = re.compile(
+    r"(^|\.)(position_ids|token_type_ids)$|^cls\.predictions\.decoder\.bias$"
+    r"|^encoder\.embed_positions\.weight$"
+)
 _LAYER = re.compile(r"^encoder\.layer\.(\d+)\.(.*)$")
 
 
 def _swap(key: str, table: dict[str, str]) -> str:
     for a, b in table.items():
         if key.startswith(a):
-            return b + key[len(a):]
+            return b + key[len(a) :]
     return key
 
 
@@ -93,7 +95,7 @@ def to_hf_key(key: str, rotary: bool = False, pooled_head: bool = False) -> str:
     """Our parameter name (with or without the `bert.` prefix) -> the HF name (`roformer.` for rotary)."""
     prefix = ""
     if key.startswith("bert."):
-        prefix, key = BACKBONE_PREFIX["roformer" if rotary else "bert"], key[len("bert."):]
+        prefix, key = BACKBONE_PREFIX["roformer" if rotary else "bert"], key[len("bert.") :]
     new = _map(key, LAYER_KEY_MAP, head_map(rotary, pooled_head))
     return new if new.startswith(("cls.", "classifier.")) else prefix + new
 
@@ -109,6 +111,7 @@ def from_hf_key(key: str, rotary: bool = False) -> str:
 
 
 # ----------------------------------------------------------------------------- reading weights
+
 
 def _read_safetensors(path: Path) -> dict[str, torch.Tensor]:
     from safetensors import SafetensorError
@@ -135,8 +138,7 @@ def _read_bin(path: Path) -> dict[str, torch.Tensor]:
 
 def read_weights(directory: Path) -> tuple[dict[str, torch.Tensor], Path]:
     """All tensors of an HF directory, from safetensors (single or sharded) or .bin."""
-    for index_name, reader in (("model.safetensors.index.json", _read_safetensors),
-                               ("pytorch_model.bin.index.json", _read_bin)):
+    for index_name, reader in (("model.safetensors.index.json", _read_safetensors), ("pytorch_model.bin.index.json", _read_bin)):
         index = directory / index_name
         if index.is_file():
             try:
@@ -157,8 +159,8 @@ def read_weights(directory: Path) -> tuple[dict[str, torch.Tensor], Path]:
 
 # ----------------------------------------------------------------------------- load
 
-def load_pretrained(cls, path, config: BertConfig | None = None, strict_heads: bool = False,
-                    **config_overrides: Any):
+
+def load_pretrained(cls, path, config: BertConfig | None = None, strict_heads: bool = False, **config_overrides: Any):
     """Build `cls` from an HF-format directory. `config_overrides` (e.g. num_labels, id2label)
     change the saved config before the model is built; a task head whose shape then differs from
     the checkpoint's is initialised fresh (and reported) only when the override asked for it."""
@@ -184,7 +186,7 @@ def load_pretrained(cls, path, config: BertConfig | None = None, strict_heads: b
     prefix = BACKBONE_PREFIX[config.model_type]
     theirs: dict[str, torch.Tensor] = {}
     for key, tensor in raw.items():
-        k = key[len(prefix):] if key.startswith(prefix) else key
+        k = key[len(prefix) :] if key.startswith(prefix) else key
         if IGNORED_HF.search(k):
             continue
         theirs[from_hf_key(k, config.rotary)] = tensor
@@ -197,7 +199,7 @@ def load_pretrained(cls, path, config: BertConfig | None = None, strict_heads: b
     loaded: set[str] = set()
     with torch.no_grad():
         for full_key, param in own.items():
-            rel = full_key[len("bert."):] if has_backbone_prefix and full_key.startswith("bert.") else full_key
+            rel = full_key[len("bert.") :] if has_backbone_prefix and full_key.startswith("bert.") else full_key
             if rel in tied:
                 continue
             src = theirs.get(rel)
@@ -205,13 +207,18 @@ def load_pretrained(cls, path, config: BertConfig | None = None, strict_heads: b
                 if rel.startswith(HEAD_PREFIXES):
                     new.append(full_key)
                     continue
-                missing = [k for k in own if (k[5:] if has_backbone_prefix and k.startswith("bert.") else k)
-                           not in theirs and not (k[5:] if k.startswith("bert.") else k).startswith(HEAD_PREFIXES)
-                           and (k[5:] if k.startswith("bert.") else k) not in tied]
+                missing = [
+                    k
+                    for k in own
+                    if (k[5:] if has_backbone_prefix and k.startswith("bert.") else k) not in theirs
+                    and not (k[5:] if k.startswith("bert.") else k).startswith(HEAD_PREFIXES)
+                    and (k[5:] if k.startswith("bert.") else k) not in tied
+                ]
                 raise ClozeformerError(
                     f"{weights_file}: missing tensor {to_hf_key(full_key, config.rotary)!r} "
                     f"({len(missing)} backbone tensors missing in all; is this a BERT checkpoint "
-                    f"of this architecture?)")
+                    f"of this architecture?)"
+                )
             if tuple(src.shape) != tuple(param.shape):
                 if rel.startswith(("classifier.", "qa_outputs.")) and config_overrides:
                     mismatched_heads.append(full_key)
@@ -219,7 +226,8 @@ def load_pretrained(cls, path, config: BertConfig | None = None, strict_heads: b
                     continue
                 raise ClozeformerError(
                     f"{weights_file}: tensor {to_hf_key(full_key, config.rotary)!r} has shape {tuple(src.shape)}, "
-                    f"the config ({directory / 'config.json'}) implies {tuple(param.shape)}")
+                    f"the config ({directory / 'config.json'}) implies {tuple(param.shape)}"
+                )
             param.copy_(src.to(param.dtype))
             loaded.add(rel)
     model.tie_weights()
@@ -235,6 +243,7 @@ def load_pretrained(cls, path, config: BertConfig | None = None, strict_heads: b
 
 
 # ----------------------------------------------------------------------------- save
+
 
 def roformer_sinusoid(num_positions: int, head_dim: int) -> torch.Tensor:
     """transformers' fixed RoFormer table (num_positions, D): sin in the first half, cos in the second.

@@ -26,9 +26,11 @@ def main(args: argparse.Namespace) -> int:
     model = cls.from_pretrained(directory)
     c = model.config
     print(f"{directory}: {cls.__name__} ({c.hf_architecture(arch)} in config.json, model_type {c.model_type})")
-    print(f"  layers {c.num_hidden_layers}, hidden {c.hidden_size}, heads {c.num_attention_heads}, "
-          f"ffn {c.intermediate_size}, vocab {c.vocab_size}, max positions {c.max_position_embeddings} "
-          f"({c.position_embedding_type}), act {c.hidden_act}")
+    print(
+        f"  layers {c.num_hidden_layers}, hidden {c.hidden_size}, heads {c.num_attention_heads}, "
+        f"ffn {c.intermediate_size}, vocab {c.vocab_size}, max positions {c.max_position_embeddings} "
+        f"({c.position_embedding_type}), act {c.hidden_act}"
+    )
     print(f"  parameters: {model.num_parameters():,}")
     if c.id2label:
         print(f"  labels: {', '.join(c.id2label[i] for i in sorted(c.id2label))}")

@@ -77,6 +77,7 @@ class QuestionAnsweringOutput:
 
 # ----------------------------------------------------------------------------- building blocks
 
+
 def activation(name: str):
     """The FFN non-linearity by its HF `hidden_act` name. "gelu" is the exact erf GELU of BERT."""
     if name == "gelu":
@@ -103,8 +104,9 @@ class Embeddings(nn.Module):
         self.max_positions = cfg.max_position_embeddings
         self.word_embeddings = nn.Embedding(cfg.vocab_size, cfg.hidden_size, padding_idx=cfg.pad_token_id)
         # rotary models carry no position table: positions enter in attention (rotary_tables)
-        self.position_embeddings = (nn.Embedding(cfg.max_position_embeddings, cfg.hidden_size)
-                                    if cfg.position_embedding_type == "absolute" else None)
+        self.position_embeddings = (
+            nn.Embedding(cfg.max_position_embeddings, cfg.hidden_size) if cfg.position_embedding_type == "absolute" else None
+        )
         self.token_type_embeddings = nn.Embedding(cfg.type_vocab_size, cfg.hidden_size)
         self.LayerNorm = nn.LayerNorm(cfg.hidden_size, eps=cfg.layer_norm_eps)
         self.dropout = nn.Dropout(cfg.hidden_dropout_prob)
@@ -163,8 +165,13 @@ class SelfAttention(nn.Module):
         self.attn_dropout = cfg.attention_probs_dropout_prob
         self.dropout = nn.Dropout(cfg.hidden_dropout_prob)
 
-    def forward(self, x: torch.Tensor, mask: torch.Tensor | None, causal: bool = False,
-                rope: tuple[torch.Tensor, torch.Tensor] | None = None) -> torch.Tensor:
+    def forward(
+        self,
+        x: torch.Tensor,
+        mask: torch.Tensor | None,
+        causal: bool = False,
+        rope: tuple[torch.Tensor, torch.Tensor] | None = None,
+    ) -> torch.Tensor:
         B, T, H = x.shape
         NH = self.num_heads
 
@@ -179,8 +186,8 @@ class SelfAttention(nn.Module):
         if causal and mask is not None:
             mask = mask & torch.ones(T, T, dtype=torch.bool, device=x.device).tril()  # (B, 1, T, T)
         ctx = F.scaled_dot_product_attention(
-            q, k, v, attn_mask=mask, dropout_p=self.attn_dropout if self.training else 0.0,
-            is_causal=causal and mask is None)
+            q, k, v, attn_mask=mask, dropout_p=self.attn_dropout if self.training else 0.0, is_causal=causal and mask is None
+        )
         ctx = ctx.transpose(1, 2).reshape(B, T, H)  # (B, NH, T, D) -> (B, T, H)
         return self.LayerNorm(x + self.dropout(self.dense(ctx)))
 
@@ -207,8 +214,13 @@ class Layer(nn.Module):
         self.attention = SelfAttention(cfg)
         self.ffn = FeedForward(cfg)
 
-    def forward(self, x: torch.Tensor, mask: torch.Tensor | None, causal: bool = False,
-                rope: tuple[torch.Tensor, torch.Tensor] | None = None) -> torch.Tensor:
+    def forward(
+        self,
+        x: torch.Tensor,
+        mask: torch.Tensor | None,
+        causal: bool = False,
+        rope: tuple[torch.Tensor, torch.Tensor] | None = None,
+    ) -> torch.Tensor:
         return self.ffn(self.attention(x, mask, causal, rope))
 
 
@@ -240,6 +252,7 @@ def attention_mask_for_sdpa(attention_mask: torch.Tensor | None) -> torch.Tensor
 
 
 # ----------------------------------------------------------------------------- init
+
 
 def init_weights(module: nn.Module, cfg: BertConfig) -> None:
     """BERT's initialisation (Devlin et al. 2019; google-research/bert `modeling.py`):
@@ -312,6 +325,7 @@ class PreTrainedModel(nn.Module):
 
 # ----------------------------------------------------------------------------- the encoder
 
+
 class Pooler(nn.Module):
     """The sentence representation used by NSP and classification.
 
@@ -351,8 +365,13 @@ class BertModel(PreTrainedModel):
         self.pooler = Pooler(config) if add_pooling_layer else None
         self.post_init()
 
-    def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None,
-                token_type_ids: torch.Tensor | None = None, causal: bool = False) -> BaseModelOutput:
+    def forward(
+        self,
+        input_ids: torch.Tensor,
+        attention_mask: torch.Tensor | None = None,
+        token_type_ids: torch.Tensor | None = None,
+        causal: bool = False,
+    ) -> BaseModelOutput:
         """`causal=True` turns the encoder left-to-right (a GPT-style baseline); BERT never uses it."""
         x = self.embeddings(input_ids, token_type_ids)  # (B, T) -> (B, T, H)
         x = self.encoder(x, attention_mask_for_sdpa(attention_mask), causal)
@@ -360,6 +379,7 @@ class BertModel(PreTrainedModel):
 
 
 # ----------------------------------------------------------------------------- heads
+
 
 class MLMHead(nn.Module):
     """dense -> act -> LayerNorm -> decoder tied to the word embeddings (+ its own bias)."""
@@ -378,8 +398,9 @@ class MLMHead(nn.Module):
         return F.linear(h, self.decoder.weight, self.bias)  # (..., V)
 
 
-def mlm_loss_and_logits(head: MLMHead, hidden: torch.Tensor, labels: torch.Tensor | None,
-                        sparse: bool = True) -> tuple[torch.Tensor | None, torch.Tensor]:
+def mlm_loss_and_logits(
+    head: MLMHead, hidden: torch.Tensor, labels: torch.Tensor | None, sparse: bool = True
+) -> tuple[torch.Tensor | None, torch.Tensor]:
     """MLM loss and logits; with `sparse` and labels, logits only at labels != -100.
 
     Sparse: gather the N masked rows of (B, T, H) first -> (N, H) -> (N, V). Same loss and
@@ -410,8 +431,9 @@ class BertForPreTraining(PreTrainedModel):
         self.sparse_mlm = sparse_mlm
         self.post_init()
 
-    def forward(self, input_ids, attention_mask=None, token_type_ids=None, labels=None,
-                next_sentence_label=None) -> PreTrainingOutput:
+    def forward(
+        self, input_ids, attention_mask=None, token_type_ids=None, labels=None, next_sentence_label=None
+    ) -> PreTrainingOutput:
         out = self.bert(input_ids, attention_mask, token_type_ids)
         mlm_loss, logits = mlm_loss_and_logits(self.mlm, out.last_hidden_state, labels, self.sparse_mlm)
         nsp_logits = self.nsp(out.pooler_output)  # (B, 2)
@@ -492,8 +514,7 @@ class BertForTokenClassification(PreTrainedModel):
         logits = self.classifier(self.dropout(out.last_hidden_state))  # (B, T, K)
         loss = None
         if labels is not None:
-            loss = F.cross_entropy(logits.float().view(-1, self.config.num_labels), labels.view(-1),
-                                   ignore_index=-100)
+            loss = F.cross_entropy(logits.float().view(-1, self.config.num_labels), labels.view(-1), ignore_index=-100)
         return SequenceClassifierOutput(loss, logits, out.last_hidden_state)
 
 
@@ -508,8 +529,9 @@ class BertForQuestionAnswering(PreTrainedModel):
         self.qa_outputs = nn.Linear(config.hidden_size, 2)
         self.post_init()
 
-    def forward(self, input_ids, attention_mask=None, token_type_ids=None, start_positions=None,
-                end_positions=None) -> QuestionAnsweringOutput:
+    def forward(
+        self, input_ids, attention_mask=None, token_type_ids=None, start_positions=None, end_positions=None
+    ) -> QuestionAnsweringOutput:
         out = self.bert(input_ids, attention_mask, token_type_ids)
         logits = self.qa_outputs(out.last_hidden_state)  # (B, T, 2)
         start_logits, end_logits = (t.squeeze(-1).contiguous() for t in logits.split(1, dim=-1))  # (B, T) each
@@ -519,8 +541,9 @@ class BertForQuestionAnswering(PreTrainedModel):
             T = start_logits.shape[1]
             s = start_positions.view(-1).clamp(0, T)
             e = end_positions.view(-1).clamp(0, T)
-            loss = (F.cross_entropy(start_logits.float(), s, ignore_index=T)
-                    + F.cross_entropy(end_logits.float(), e, ignore_index=T)) / 2
+            loss = (
+                F.cross_entropy(start_logits.float(), s, ignore_index=T) + F.cross_entropy(end_logits.float(), e, ignore_index=T)
+            ) / 2
         return QuestionAnsweringOutput(loss, start_logits, end_logits, out.last_hidden_state)
 
 
@@ -551,8 +574,15 @@ class BertForMultipleChoice(PreTrainedModel):
 #: HF architecture name -> our class (used by hf.py when a directory names its architecture)
 MODEL_CLASSES: dict[str, type[PreTrainedModel]] = {
     c.hf_architecture: c
-    for c in (BertModel, BertForPreTraining, BertForMaskedLM, BertForSequenceClassification,
-              BertForTokenClassification, BertForQuestionAnswering, BertForMultipleChoice)
+    for c in (
+        BertModel,
+        BertForPreTraining,
+        BertForMaskedLM,
+        BertForSequenceClassification,
+        BertForTokenClassification,
+        BertForQuestionAnswering,
+        BertForMultipleChoice,
+    )
 }
 
 
@@ -569,7 +599,14 @@ def mlm_flops_per_token(cfg: BertConfig, seq_len: int, masked_fraction: float | 
 
 
 __all__ = [
-    "BertConfig", "BertModel", "BertForPreTraining", "BertForMaskedLM", "BertForSequenceClassification",
-    "BertForTokenClassification", "BertForQuestionAnswering", "BertForMultipleChoice", "init_weights",
+    "BertConfig",
+    "BertModel",
+    "BertForPreTraining",
+    "BertForMaskedLM",
+    "BertForSequenceClassification",
+    "BertForTokenClassification",
+    "BertForQuestionAnswering",
+    "BertForMultipleChoice",
+    "init_weights",
     "MODEL_CLASSES",
 ]

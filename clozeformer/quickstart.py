@@ -48,12 +48,17 @@ class QuickstartConfig:
     vocab_size: int = field(default=12000, metadata=_help("WordPiece vocabulary size (English + Chinese)"))
     seq_len: int = field(default=128, metadata=_help("pretraining sequence length"))
     batch_size: int = field(default=32, metadata=_help("pretraining micro-batch"))
-    lr: float | None = field(default=None, metadata=_help(
-        "pretraining peak learning rate; unset: `pretrain`'s recipe for --model"))
+    lr: float | None = field(
+        default=None, metadata=_help("pretraining peak learning rate; unset: `pretrain`'s recipe for --model")
+    )
     finetune_lr: float = field(default=5e-4, metadata=_help("fine-tuning learning rate (tiny models like it high)"))
-    finetune_pooling: str = field(default="mean", metadata=_help(
-        "sentence vector for the classifier: mean of the tokens (transfers better from a short pretraining, "
-        "docs/EXPERIMENTS.md run 4) or cls"))
+    finetune_pooling: str = field(
+        default="mean",
+        metadata=_help(
+            "sentence vector for the classifier: mean of the tokens (transfers better from a short pretraining, "
+            "docs/EXPERIMENTS.md run 4) or cls"
+        ),
+    )
     finetune_epochs: float = field(default=3.0, metadata=_help("fine-tuning epochs (the time cap may stop earlier)"))
     seed: int = field(default=0, metadata=_help("seed for everything"))
     threads: int | None = field(default=None, metadata=_help("torch CPU threads (default: all cores)"))
@@ -148,8 +153,7 @@ def run(cfg: QuickstartConfig) -> dict:
     import importlib.util
 
     if importlib.util.find_spec("matplotlib") is None:  # before minutes of work, not after
-        raise ClozeformerError("the quickstart draws its report's plots with matplotlib: "
-                               "pip install 'clozeformer[plot]'")
+        raise ClozeformerError("the quickstart draws its report's plots with matplotlib: pip install 'clozeformer[plot]'")
     out = Path(cfg.out).resolve()
     out.mkdir(parents=True, exist_ok=True)
     # keep every cache inside --out
@@ -175,40 +179,67 @@ def run(cfg: QuickstartConfig) -> dict:
     t_all = time.perf_counter()
 
     t = _step("1/6 WordPiece vocabulary on the bundled corpus")
-    tok, tok_summary = train_tokenizer(TokenizerTrainConfig(
-        input=corpus, out=str(out / "tokenizer"), vocab_size=cfg.vocab_size, limit_alphabet=6000,
-        num_unused=0, progress=False))
+    tok, tok_summary = train_tokenizer(
+        TokenizerTrainConfig(
+            input=corpus, out=str(out / "tokenizer"), vocab_size=cfg.vocab_size, limit_alphabet=6000, num_unused=0, progress=False
+        )
+    )
     tok.save(out / "tokenizer")
     timings["vocab"] = time.perf_counter() - t
     print(f"  {tok.vocab_size} tokens -> {out / 'tokenizer'} ({timings['vocab']:.0f}s)")
 
     t = _step("2/6 pretraining shards (packed sequences of 128 tokens)")
-    manifest = prepare(PrepareConfig(input=corpus, tokenizer=str(out / "tokenizer"), out=str(out / "data"),
-                                     seq_len=cfg.seq_len, val_fraction=0.03, seed=cfg.seed, progress=False,
-                                     min_doc_chars=100))
+    manifest = prepare(
+        PrepareConfig(
+            input=corpus,
+            tokenizer=str(out / "tokenizer"),
+            out=str(out / "data"),
+            seq_len=cfg.seq_len,
+            val_fraction=0.03,
+            seed=cfg.seed,
+            progress=False,
+            min_doc_chars=100,
+        )
+    )
     timings["prepare"] = time.perf_counter() - t
     print(f"  {manifest['num_train']} train / {manifest['num_val']} val sequences ({timings['prepare']:.0f}s)")
 
     t = _step("3/6 cloze test with a random (untrained) model")
     torch.manual_seed(cfg.seed)
     recipe = recipe_for(cfg.model, from_preset=True)  # the architecture `pretrain` builds below
-    random_model = BertForMaskedLM(BertConfig.preset(
-        cfg.model, vocab_size=tok.vocab_size, position_embedding_type=recipe.position_embedding_type)).eval()
+    random_model = BertForMaskedLM(
+        BertConfig.preset(cfg.model, vocab_size=tok.vocab_size, position_embedding_type=recipe.position_embedding_type)
+    ).eval()
     before = cloze(random_model, tok)
     _print_cloze(before)
 
     t = _step(f"4/6 MLM pretraining, {cfg.model}, {cfg.minutes:g} minutes")
     run_dir = out / "pretrain"
-    summary = pretrain(PretrainConfig(
-        data=str(out / "data"), out=str(run_dir), model=cfg.model, max_time=cfg.minutes,
-        batch_size=cfg.batch_size, lr=cfg.lr, eval_every=100, eval_batches=20,
-        seed=cfg.seed, tensorboard=False, keep_last=1, save_every_minutes=0.0, progress=True))
+    summary = pretrain(
+        PretrainConfig(
+            data=str(out / "data"),
+            out=str(run_dir),
+            model=cfg.model,
+            max_time=cfg.minutes,
+            batch_size=cfg.batch_size,
+            lr=cfg.lr,
+            eval_every=100,
+            eval_batches=20,
+            seed=cfg.seed,
+            tensorboard=False,
+            keep_last=1,
+            save_every_minutes=0.0,
+            progress=True,
+        )
+    )
     timings["pretrain"] = time.perf_counter() - t
     checkpoint = Path(summary["checkpoint"])
     metrics = _read_jsonl(run_dir / "metrics.jsonl")
     final_eval = next((m for m in reversed(metrics) if "val_mlm_acc" in m), {})
-    print(f"  {summary.get('step')} steps; val MLM accuracy {final_eval.get('val_mlm_acc', float('nan')):.3f}, "
-          f"loss {final_eval.get('val_mlm_loss', float('nan')):.3f}; checkpoint {checkpoint}")
+    print(
+        f"  {summary.get('step')} steps; val MLM accuracy {final_eval.get('val_mlm_acc', float('nan')):.3f}, "
+        f"loss {final_eval.get('val_mlm_loss', float('nan')):.3f}; checkpoint {checkpoint}"
+    )
 
     t = _step("5/6 the same cloze test after pretraining")
     after = cloze(str(checkpoint), None)
@@ -221,11 +252,21 @@ def run(cfg: QuickstartConfig) -> dict:
     scratch = save_random_init(checkpoint, out / "random-init", seed=cfg.seed)
     for name, model in (("pretrained", checkpoint), ("scratch", scratch)):
         t1 = time.perf_counter()
-        res = finetune(FinetuneConfig(task="qnli", data=[qnli], model=str(model),
-                                      out=str(out / f"finetune-{name}"), epochs=cfg.finetune_epochs,
-                                      lr=cfg.finetune_lr, batch_size=32, max_time=cfg.finetune_minutes,
-                                      pooling=cfg.finetune_pooling,
-                                      seed=cfg.seed, overwrite=True))
+        res = finetune(
+            FinetuneConfig(
+                task="qnli",
+                data=[qnli],
+                model=str(model),
+                out=str(out / f"finetune-{name}"),
+                epochs=cfg.finetune_epochs,
+                lr=cfg.finetune_lr,
+                batch_size=32,
+                max_time=cfg.finetune_minutes,
+                pooling=cfg.finetune_pooling,
+                seed=cfg.seed,
+                overwrite=True,
+            )
+        )
         results[name] = res
         print(f"  from {name}: dev accuracy {res['best']['main']:.3f} ({time.perf_counter() - t1:.0f}s)")
     timings["finetune"] = time.perf_counter() - t
@@ -236,27 +277,43 @@ def run(cfg: QuickstartConfig) -> dict:
     report = _report(cfg, tok.vocab_size, manifest, summary, final_eval, before, after, scores, timings, plots)
     (out / "report.md").write_text(report, encoding="utf-8")
     print(f"\nreport: {out / 'report.md'}  (plots: {', '.join(plots)}); total {timings['total'] / 60:.1f} min")
-    return {"scores": scores, "val_mlm_acc": final_eval.get("val_mlm_acc"), "timings": timings,
-            "checkpoint": str(checkpoint), "report": str(out / "report.md")}
+    return {
+        "scores": scores,
+        "val_mlm_acc": final_eval.get("val_mlm_acc"),
+        "timings": timings,
+        "checkpoint": str(checkpoint),
+        "report": str(out / "report.md"),
+    }
 
 
 def _report(cfg, vocab_size, manifest, summary, final_eval, before, after, scores, timings, plots) -> str:
     lines = [
-        "# clozeformer quickstart report", "",
+        "# clozeformer quickstart report",
+        "",
         f"Model `{cfg.model}`, vocabulary {vocab_size} WordPiece tokens trained on the bundled corpus, "
-        f"{manifest['num_train']} training sequences of {cfg.seq_len} tokens.", "",
-        "## Pretraining (masked language model)", "",
+        f"{manifest['num_train']} training sequences of {cfg.seq_len} tokens.",
+        "",
+        "## Pretraining (masked language model)",
+        "",
         f"- {summary.get('step')} optimizer steps in {timings['pretrain'] / 60:.1f} minutes",
         f"- held-out MLM accuracy **{final_eval.get('val_mlm_acc', float('nan')):.3f}**, "
         f"loss {final_eval.get('val_mlm_loss', float('nan')):.3f}, "
-        f"perplexity {final_eval.get('val_ppl', float('nan')):.1f}", "",
-        "## Cloze test: before and after pretraining", "",
-        "| input | random model | pretrained model |", "|---|---|---|",
+        f"perplexity {final_eval.get('val_ppl', float('nan')):.1f}",
+        "",
+        "## Cloze test: before and after pretraining",
+        "",
+        "| input | random model | pretrained model |",
+        "|---|---|---|",
     ]
     for b, a in zip(before, after):
         lines.append(f"| {b['text']} | {b['filled']} | {a['filled']} ({' | '.join(a['top'])}) |")
-    lines += ["", "## Fine-tuning on QNLI (bundled slice: 4,000 train / 1,463 dev pairs)", "",
-              "| start | dev accuracy |", "|---|---|"]
+    lines += [
+        "",
+        "## Fine-tuning on QNLI (bundled slice: 4,000 train / 1,463 dev pairs)",
+        "",
+        "| start | dev accuracy |",
+        "|---|---|",
+    ]
     lines += [f"| {k} | {v:.3f} |" for k, v in scores.items()]
     lines += ["", "## Time", "", "| step | seconds |", "|---|---|"]
     lines += [f"| {k} | {v:.0f} |" for k, v in timings.items()]

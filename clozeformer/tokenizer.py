@@ -107,8 +107,15 @@ def infer_lowercase(tokens: Sequence[str]) -> bool:
 class Tokenizer:
     """A BERT WordPiece tokenizer over a fixed vocab (see module docstring)."""
 
-    def __init__(self, vocab: Sequence[str], *, do_lower_case: bool = True, tokenize_chinese_chars: bool = True,
-                 strip_accents: bool | None = None, model_max_length: int = 512) -> None:
+    def __init__(
+        self,
+        vocab: Sequence[str],
+        *,
+        do_lower_case: bool = True,
+        tokenize_chinese_chars: bool = True,
+        strip_accents: bool | None = None,
+        model_max_length: int = 512,
+    ) -> None:
         from tokenizers import Tokenizer as _Backend
         from tokenizers import decoders, models, normalizers, pre_tokenizers, processors
 
@@ -122,17 +129,27 @@ class Tokenizer:
         self.strip_accents = strip_accents  # None: follow do_lower_case, as Google does
         self.model_max_length = int(model_max_length)
 
-        backend = _Backend(models.WordPiece(self._vocab, unk_token=SPECIAL_TOKENS["unk"],
-                                            max_input_chars_per_word=MAX_INPUT_CHARS_PER_WORD,
-                                            continuing_subword_prefix=CONTINUATION_PREFIX))
+        backend = _Backend(
+            models.WordPiece(
+                self._vocab,
+                unk_token=SPECIAL_TOKENS["unk"],
+                max_input_chars_per_word=MAX_INPUT_CHARS_PER_WORD,
+                continuing_subword_prefix=CONTINUATION_PREFIX,
+            )
+        )
         backend.normalizer = normalizers.BertNormalizer(
-            clean_text=True, handle_chinese_chars=self.tokenize_chinese_chars,
-            strip_accents=strip_accents, lowercase=self.do_lower_case)
+            clean_text=True,
+            handle_chinese_chars=self.tokenize_chinese_chars,
+            strip_accents=strip_accents,
+            lowercase=self.do_lower_case,
+        )
         backend.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
         cls, sep = SPECIAL_TOKENS["cls"], SPECIAL_TOKENS["sep"]
         backend.post_processor = processors.TemplateProcessing(
-            single=f"{cls}:0 $A:0 {sep}:0", pair=f"{cls}:0 $A:0 {sep}:0 $B:1 {sep}:1",
-            special_tokens=[(cls, self._vocab[cls]), (sep, self._vocab[sep])])
+            single=f"{cls}:0 $A:0 {sep}:0",
+            pair=f"{cls}:0 $A:0 {sep}:0 $B:1 {sep}:1",
+            special_tokens=[(cls, self._vocab[cls]), (sep, self._vocab[sep])],
+        )
         backend.decoder = decoders.WordPiece(prefix=CONTINUATION_PREFIX, cleanup=True)
         # Special tokens typed in the text ("[MASK]") stay whole, as in BertTokenizerFast.
         backend.add_special_tokens(list(SPECIAL_TOKENS.values()))
@@ -170,13 +187,20 @@ class Tokenizer:
         else:
             lower = infer_lowercase(tokens)
             why = "it has no uppercase tokens" if lower else "it has uppercase tokens"
-            _log(f"no do_lower_case in {config_file.name}; inferred "
-                 f"{'uncased' if lower else 'cased'} (do_lower_case={lower}) from {vocab_file.name}: {why}")
+            _log(
+                f"no do_lower_case in {config_file.name}; inferred "
+                f"{'uncased' if lower else 'cased'} (do_lower_case={lower}) from {vocab_file.name}: {why}"
+            )
         max_len = cfg.get("model_max_length", 512)
         if not isinstance(max_len, int) or max_len > 10**6:  # HF writes 1e30 for "unbounded"
             max_len = 512
-        return cls(tokens, do_lower_case=lower, tokenize_chinese_chars=bool(cfg.get("tokenize_chinese_chars", True)),
-                   strip_accents=cfg.get("strip_accents"), model_max_length=max_len)
+        return cls(
+            tokens,
+            do_lower_case=lower,
+            tokenize_chinese_chars=bool(cfg.get("tokenize_chinese_chars", True)),
+            strip_accents=cfg.get("strip_accents"),
+            model_max_length=max_len,
+        )
 
     def config(self) -> dict:
         """The `tokenizer_config.json` contents; `transformers.BertTokenizerFast` reads them too."""
@@ -268,8 +292,11 @@ class Tokenizer:
     def _set_truncation(self, max_length: int | None, truncation: Truncation, stride: int = 0) -> None:
         if truncation is True:
             truncation = "longest_first"
-        want = None if (max_length is None or truncation in (False, None, "do_not_truncate")) else (
-            int(max_length), str(truncation), int(stride))
+        want = (
+            None
+            if (max_length is None or truncation in (False, None, "do_not_truncate"))
+            else (int(max_length), str(truncation), int(stride))
+        )
         if want == self._truncation:
             return
         if want is None:
@@ -283,15 +310,27 @@ class Tokenizer:
     @staticmethod
     def _convert(enc, overflowing: bool = False) -> Encoding:
         return Encoding(
-            input_ids=list(enc.ids), token_type_ids=list(enc.type_ids), attention_mask=list(enc.attention_mask),
-            offsets=[tuple(o) for o in enc.offsets], word_ids=list(enc.word_ids),
-            sequence_ids=list(enc.sequence_ids), special_tokens_mask=list(enc.special_tokens_mask),
+            input_ids=list(enc.ids),
+            token_type_ids=list(enc.type_ids),
+            attention_mask=list(enc.attention_mask),
+            offsets=[tuple(o) for o in enc.offsets],
+            word_ids=list(enc.word_ids),
+            sequence_ids=list(enc.sequence_ids),
+            special_tokens_mask=list(enc.special_tokens_mask),
             tokens=list(enc.tokens),
-            overflowing=[Tokenizer._convert(o) for o in enc.overflowing] if overflowing else [])
+            overflowing=[Tokenizer._convert(o) for o in enc.overflowing] if overflowing else [],
+        )
 
-    def encode(self, text: str, pair: str | None = None, max_length: int | None = None,
-               truncation: Truncation = "longest_first", add_special_tokens: bool = True,
-               stride: int = 0, return_overflowing: bool = False) -> Encoding:
+    def encode(
+        self,
+        text: str,
+        pair: str | None = None,
+        max_length: int | None = None,
+        truncation: Truncation = "longest_first",
+        add_special_tokens: bool = True,
+        stride: int = 0,
+        return_overflowing: bool = False,
+    ) -> Encoding:
         """Encode one text (or a pair: `[CLS] A [SEP] B [SEP]`).
 
         `max_length` counts the special tokens. With `return_overflowing`, the tokens cut off
@@ -301,9 +340,16 @@ class Tokenizer:
         enc = self._backend.encode(text, pair, add_special_tokens=add_special_tokens)
         return self._convert(enc, return_overflowing)
 
-    def encode_batch(self, texts: Sequence[str], pairs: Sequence[str] | None = None, max_length: int | None = None,
-                     truncation: Truncation = "longest_first", add_special_tokens: bool = True,
-                     stride: int = 0, return_overflowing: bool = False) -> list[Encoding]:
+    def encode_batch(
+        self,
+        texts: Sequence[str],
+        pairs: Sequence[str] | None = None,
+        max_length: int | None = None,
+        truncation: Truncation = "longest_first",
+        add_special_tokens: bool = True,
+        stride: int = 0,
+        return_overflowing: bool = False,
+    ) -> list[Encoding]:
         """`encode` over a batch, in parallel in Rust."""
         if pairs is not None and len(pairs) != len(texts):
             raise ClozeformerError(f"encode_batch: {len(texts)} texts but {len(pairs)} pairs")
@@ -326,9 +372,18 @@ class Tokenizer:
 
     # ---------------------------------------------------------------- training
     @classmethod
-    def train(cls, texts: Iterable[str] | Iterator[list[str]], vocab_size: int = 30522, *, do_lower_case: bool = True,
-              min_frequency: int = 2, limit_alphabet: int = 1000, num_unused: int = 99,
-              show_progress: bool = True, length: int | None = None) -> Tokenizer:
+    def train(
+        cls,
+        texts: Iterable[str] | Iterator[list[str]],
+        vocab_size: int = 30522,
+        *,
+        do_lower_case: bool = True,
+        min_frequency: int = 2,
+        limit_alphabet: int = 1000,
+        num_unused: int = 99,
+        show_progress: bool = True,
+        length: int | None = None,
+    ) -> Tokenizer:
         """Learn a WordPiece vocab from `texts` (strings, or batches of strings).
 
         The layout follows Google's vocabs: `[PAD]` = 0, then `num_unused` `[unusedN]` slots
@@ -338,19 +393,26 @@ class Tokenizer:
         from tokenizers import Tokenizer as _Backend
         from tokenizers import models, normalizers, pre_tokenizers, trainers
 
-        specials = ([SPECIAL_TOKENS["pad"]] + [f"[unused{i}]" for i in range(num_unused)]
-                    + [SPECIAL_TOKENS[r] for r in ("unk", "cls", "sep", "mask")])
+        specials = (
+            [SPECIAL_TOKENS["pad"]]
+            + [f"[unused{i}]" for i in range(num_unused)]
+            + [SPECIAL_TOKENS[r] for r in ("unk", "cls", "sep", "mask")]
+        )
         if vocab_size < len(specials) + 2:
             raise ClozeformerError(f"vocab_size={vocab_size} is too small for {len(specials)} special tokens")
-        backend = _Backend(models.WordPiece(unk_token=SPECIAL_TOKENS["unk"],
-                                            max_input_chars_per_word=MAX_INPUT_CHARS_PER_WORD))
-        backend.normalizer = normalizers.BertNormalizer(clean_text=True, handle_chinese_chars=True,
-                                                        strip_accents=None, lowercase=do_lower_case)
+        backend = _Backend(models.WordPiece(unk_token=SPECIAL_TOKENS["unk"], max_input_chars_per_word=MAX_INPUT_CHARS_PER_WORD))
+        backend.normalizer = normalizers.BertNormalizer(
+            clean_text=True, handle_chinese_chars=True, strip_accents=None, lowercase=do_lower_case
+        )
         backend.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
-        trainer = trainers.WordPieceTrainer(vocab_size=vocab_size, min_frequency=min_frequency,
-                                            special_tokens=specials, limit_alphabet=limit_alphabet,
-                                            continuing_subword_prefix=CONTINUATION_PREFIX,
-                                            show_progress=show_progress)
+        trainer = trainers.WordPieceTrainer(
+            vocab_size=vocab_size,
+            min_frequency=min_frequency,
+            special_tokens=specials,
+            limit_alphabet=limit_alphabet,
+            continuing_subword_prefix=CONTINUATION_PREFIX,
+            show_progress=show_progress,
+        )
         backend.train_from_iterator(texts, trainer=trainer, length=length)
         by_id = sorted(backend.get_vocab().items(), key=lambda kv: kv[1])
         tokens = [t for t, _ in by_id]

@@ -13,8 +13,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
 #: ../shared/data next to the repository (as CI lays it out), or CLOZEFORMER_SHARED_DATA
-SHARED_DATA = Path(os.environ.get("CLOZEFORMER_SHARED_DATA",
-                                  Path(__file__).resolve().parents[2] / "shared" / "data"))
+SHARED_DATA = Path(os.environ.get("CLOZEFORMER_SHARED_DATA", Path(__file__).resolve().parents[2] / "shared" / "data"))
 
 
 @pytest.fixture(autouse=True)

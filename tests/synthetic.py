@@ -17,8 +17,7 @@ def write_corpus(path: Path, n_docs: int, seed: int = 0) -> None:
     with open(path, "w", encoding="utf-8") as f:
         for _ in range(n_docs):
             for _ in range(rng.randint(4, 9)):
-                f.write(f"{rng.choice(SUBJECTS)} {rng.choice(VERBS)} {rng.choice(OBJECTS)} "
-                        f"{rng.choice(TAILS)}".strip() + " .\n")
+                f.write(f"{rng.choice(SUBJECTS)} {rng.choice(VERBS)} {rng.choice(OBJECTS)} {rng.choice(TAILS)}".strip() + " .\n")
             f.write("\n")
 
 
@@ -27,9 +26,41 @@ def make_data_dir(root: Path, n_docs: int = 300) -> Path:
     from clozeformer.cli import main as cli_main
 
     write_corpus(root / "corpus.txt", n_docs)
-    assert cli_main(["tokenizer", "train", "--input", str(root / "corpus.txt"), "--vocab-size", "120",
-                     "--num-unused", "0", "--out", str(root / "tok"), "--no-progress"]) == 0
-    assert cli_main(["prepare", "--input", str(root / "corpus.txt"), "--tokenizer", str(root / "tok"),
-                     "--out", str(root / "data"), "--seq-len", "32", "--val-fraction", "0.05",
-                     "--no-progress"]) == 0
+    assert (
+        cli_main(
+            [
+                "tokenizer",
+                "train",
+                "--input",
+                str(root / "corpus.txt"),
+                "--vocab-size",
+                "120",
+                "--num-unused",
+                "0",
+                "--out",
+                str(root / "tok"),
+                "--no-progress",
+            ]
+        )
+        == 0
+    )
+    assert (
+        cli_main(
+            [
+                "prepare",
+                "--input",
+                str(root / "corpus.txt"),
+                "--tokenizer",
+                str(root / "tok"),
+                "--out",
+                str(root / "data"),
+                "--seq-len",
+                "32",
+                "--val-fraction",
+                "0.05",
+                "--no-progress",
+            ]
+        )
+        == 0
+    )
     return root / "data"

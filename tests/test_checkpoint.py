@@ -29,9 +29,27 @@ from clozeformer.train.loop import pretrain
 from clozeformer.train.metrics import read_metrics
 
 STEPS = 18
-RUN_FLAGS = ["--max-steps", str(STEPS), "--batch-size", "16", "--lr", "1e-3", "--warmup-steps", "3",
-             "--save-every", "3", "--eval-every", "5", "--keep-last", "10", "--no-progress", "--num-threads", "1",
-             "--dropout", "0.1"]  # dropout on: resume must restore the torch RNG stream too
+RUN_FLAGS = [
+    "--max-steps",
+    str(STEPS),
+    "--batch-size",
+    "16",
+    "--lr",
+    "1e-3",
+    "--warmup-steps",
+    "3",
+    "--save-every",
+    "3",
+    "--eval-every",
+    "5",
+    "--keep-last",
+    "10",
+    "--no-progress",
+    "--num-threads",
+    "1",
+    "--dropout",
+    "0.1",
+]  # dropout on: resume must restore the torch RNG stream too
 
 
 @pytest.fixture(scope="module")
@@ -81,6 +99,7 @@ def logged_steps(run: Path) -> int:
 
 # ----------------------------------------------------------------------------- kill tests (subprocesses)
 
+
 def test_sigkill_at_random_step_then_resume_is_bitwise_identical(data_dir, reference, tmp_path):
     out = tmp_path / "run"
     kill_after = random.Random(1234).randint(4, STEPS - 6)
@@ -102,13 +121,16 @@ def test_sigkill_at_random_step_then_resume_is_bitwise_identical(data_dir, refer
 
 def test_sigkill_during_checkpoint_write_resumes_from_previous(data_dir, reference, tmp_path):
     out = tmp_path / "run"
-    proc = subprocess.Popen(command(data_dir, out), env=env(CLOZEFORMER_DEBUG_CKPT_SLEEP="9:60"),
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    proc = subprocess.Popen(
+        command(data_dir, out), env=env(CLOZEFORMER_DEBUG_CKPT_SLEEP="9:60"), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+    )
     ckpts = out / "checkpoints"
 
     def half_written() -> bool:  # the hidden temporary of step 9 holds weights, not yet trainer state
-        return ckpts.is_dir() and any(p.name.startswith(".step-000009") and (p / "model.safetensors").is_file()
-                                      for p in ckpts.iterdir())
+        return ckpts.is_dir() and any(
+            p.name.startswith(".step-000009") and (p / "model.safetensors").is_file() for p in ckpts.iterdir()
+        )
+
     wait_for(half_written, proc)
     proc.send_signal(signal.SIGKILL)
     proc.wait()
@@ -140,9 +162,19 @@ def test_sigterm_checkpoints_then_exits_and_resumes(data_dir, reference, tmp_pat
 
 # ----------------------------------------------------------------------------- failed writes (in process)
 
+
 def small_cfg(data_dir: Path, out: Path, **kw) -> PretrainConfig:
-    base = dict(data=str(data_dir), out=str(out), model="tiny", batch_size=8, lr=1e-3, progress=False,
-                tensorboard=False, save_every=3, keep_last=5)
+    base = dict(
+        data=str(data_dir),
+        out=str(out),
+        model="tiny",
+        batch_size=8,
+        lr=1e-3,
+        progress=False,
+        tensorboard=False,
+        save_every=3,
+        keep_last=5,
+    )
     return PretrainConfig(**{**base, **kw})
 
 
@@ -153,6 +185,7 @@ def fail_saving_step(monkeypatch, step: int) -> None:
         if Path(f).parent.name.startswith(f".step-{step:06d}"):
             raise OSError(errno.ENOSPC, "No space left on device")
         return real(obj, f, *a, **k)
+
     monkeypatch.setattr(ckpt_io.torch, "save", save)
 
 
@@ -178,10 +211,12 @@ def test_failed_final_write_is_an_error_naming_the_good_checkpoint(data_dir, tmp
     good = ckpt_io.latest_checkpoint(out)
     assert good.name == "step-000003"
     from clozeformer.model import BertForMaskedLM
+
     BertForMaskedLM.from_pretrained(good)  # complete and loadable
 
 
 # ----------------------------------------------------------------------------- units
+
 
 def fake_checkpoint(run: Path, step: int, keep_last: int = 2) -> Path:
     tok = run.parent / "tok"
@@ -190,10 +225,17 @@ def fake_checkpoint(run: Path, step: int, keep_last: int = 2) -> Path:
 
     def write_model(d: Path) -> None:
         (d / "config.json").write_text("{}", encoding="utf-8")
-    return ckpt_io.save_checkpoint(run, step, write_model=write_model, tokenizer_dir=tok,
-                                   optimizer_state={"state": {}, "param_groups": []}, rng_blobs=[ckpt_io.rng_bytes()],
-                                   trainer_state={"step": step, "tokens": 0, "elapsed_s": 0.0, "loader": []},
-                                   keep_last=keep_last)
+
+    return ckpt_io.save_checkpoint(
+        run,
+        step,
+        write_model=write_model,
+        tokenizer_dir=tok,
+        optimizer_state={"state": {}, "param_groups": []},
+        rng_blobs=[ckpt_io.rng_bytes()],
+        trainer_state={"step": step, "tokens": 0, "elapsed_s": 0.0, "loader": []},
+        keep_last=keep_last,
+    )
 
 
 def test_keep_last_and_hidden_leftovers(tmp_path):
@@ -227,6 +269,7 @@ def test_rng_state_round_trip():
     random.random(), np.random.normal(), random.gauss(0, 1)  # python keeps a cached gaussian
     state = ckpt_io.rng_state()
     from safetensors.torch import load, save
+
     state = load(save(state))  # through the on-disk format
     first = (random.random(), random.gauss(0, 1), np.random.rand(3).tolist(), np.random.normal(), torch.rand(3))
     ckpt_io.set_rng_state(state)
@@ -249,6 +292,13 @@ def test_trainer_state_records_every_rank_and_config(data_dir, tmp_path):
     state = json.loads((ckpt / "trainer_state.json").read_text(encoding="utf-8"))
     assert state["step"] == 3 and state["tokens"] == 3 * 8 * 32 and state["world_size"] == 1
     assert state["config"]["batch_size"] == 8 and state["loader"][0]["position"] == 3
-    assert {"config.json", "model.safetensors", "vocab.txt", "tokenizer_config.json", "optimizer.pt",
-            "rng_rank0.safetensors", "trainer_state.json"} <= {p.name for p in ckpt.iterdir()}
+    assert {
+        "config.json",
+        "model.safetensors",
+        "vocab.txt",
+        "tokenizer_config.json",
+        "optimizer.pt",
+        "rng_rank0.safetensors",
+        "trainer_state.json",
+    } <= {p.name for p in ckpt.iterdir()}
     assert (ckpt / "vocab.txt").read_bytes() == (data_dir / "tokenizer" / "vocab.txt").read_bytes()

@@ -66,19 +66,22 @@ def test_bad_config_files(tmp_path):
         BertConfig.from_json_file(p)
 
 
-@pytest.mark.parametrize("field, value, expected", [
-    ("layer_norm_eps", "tiny", "layer_norm_eps must be a number"),
-    ("hidden_dropout_prob", "0.1", "hidden_dropout_prob must be a number"),
-    ("num_labels", "two", "num_labels must be an integer"),
-    ("vocab_size", 12.5, "vocab_size must be an integer"),
-    ("num_hidden_layers", True, "num_hidden_layers must be an integer"),
-    ("hidden_act", 3, "hidden_act must be a string"),
-    ("architectures", [{}], "architectures must be a list of class names"),
-    ("id2label", ["neg", "pos"], "id2label must be an object"),
-    ("id2label", {"zero": "neg"}, "id2label must be an object with integer keys"),
-    ("id2label", {"0": ["a"]}, "id2label must be an object of label strings"),
-    ("label2id", {"neg": "0"}, "label2id must be an object of integer ids"),
-])
+@pytest.mark.parametrize(
+    "field, value, expected",
+    [
+        ("layer_norm_eps", "tiny", "layer_norm_eps must be a number"),
+        ("hidden_dropout_prob", "0.1", "hidden_dropout_prob must be a number"),
+        ("num_labels", "two", "num_labels must be an integer"),
+        ("vocab_size", 12.5, "vocab_size must be an integer"),
+        ("num_hidden_layers", True, "num_hidden_layers must be an integer"),
+        ("hidden_act", 3, "hidden_act must be a string"),
+        ("architectures", [{}], "architectures must be a list of class names"),
+        ("id2label", ["neg", "pos"], "id2label must be an object"),
+        ("id2label", {"zero": "neg"}, "id2label must be an object with integer keys"),
+        ("id2label", {"0": ["a"]}, "id2label must be an object of label strings"),
+        ("label2id", {"neg": "0"}, "label2id must be an object of integer ids"),
+    ],
+)
 def test_config_json_with_wrong_types_names_the_field(tmp_path, field, value, expected):
     p = tmp_path / "config.json"
     p.write_text(json.dumps({"model_type": "bert", "hidden_size": 32, "num_attention_heads": 2, field: value}))
@@ -96,10 +99,12 @@ def test_flags_and_config_file_values_are_type_checked(tmp_path, capsys):
         assert e.value.code == 2
         err = capsys.readouterr().err
         assert f"argument {flag}" in err and "Traceback" not in err
-    for key, value, expected in (("lr", "fast", "lr must be a finite number"),
-                                 ("max_steps", 2.7, "max_steps must be an integer"),
-                                 ("objective", "gpt", "objective must be one of 'mlm', 'mlm_nsp'"),
-                                 ("progress", "yes", "progress must be true or false")):
+    for key, value, expected in (
+        ("lr", "fast", "lr must be a finite number"),
+        ("max_steps", 2.7, "max_steps must be an integer"),
+        ("objective", "gpt", "objective must be one of 'mlm', 'mlm_nsp'"),
+        ("progress", "yes", "progress must be true or false"),
+    ):
         cfg_file = tmp_path / "run.json"
         cfg_file.write_text(json.dumps({key: value}))
         assert cli_main(base + ["--config-file", str(cfg_file)]) == 2

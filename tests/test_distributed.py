@@ -23,8 +23,25 @@ from clozeformer.train.metrics import read_metrics
 STEPS = 6
 # global batch 16 = 8 x 2 accum (1 process) = 4 x 2 accum x 2 processes; dropout 0 so both
 # sides compute the same function
-COMMON = ["--max-steps", str(STEPS), "--lr", "1e-3", "--dropout", "0", "--grad-accum", "2", "--eval-every", "3",
-          "--save-every", "2", "--keep-last", "10", "--no-progress", "--num-threads", "1"]
+COMMON = [
+    "--max-steps",
+    str(STEPS),
+    "--lr",
+    "1e-3",
+    "--dropout",
+    "0",
+    "--grad-accum",
+    "2",
+    "--eval-every",
+    "3",
+    "--save-every",
+    "2",
+    "--keep-last",
+    "10",
+    "--no-progress",
+    "--num-threads",
+    "1",
+]
 
 
 @pytest.fixture(scope="module")
@@ -42,9 +59,25 @@ def single(data_dir: Path, out: Path) -> list[str]:
 
 def torchrun(data_dir: Path, out: Path, *extra: str) -> list[str]:
     # --standalone: a private rendezvous on a free port, so parallel test sessions do not collide
-    return [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2",
-            "-m", "clozeformer", "pretrain", "--data", str(data_dir), "--out", str(out), "--batch-size", "4",
-            *COMMON, *extra]
+    return [
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        "--standalone",
+        "--nproc_per_node",
+        "2",
+        "-m",
+        "clozeformer",
+        "pretrain",
+        "--data",
+        str(data_dir),
+        "--out",
+        str(out),
+        "--batch-size",
+        "4",
+        *COMMON,
+        *extra,
+    ]
 
 
 def run(cmd: list[str]) -> subprocess.CompletedProcess:
@@ -117,8 +150,7 @@ def alive(pid: int) -> bool:
 @pytest.mark.skipif(not Path("/proc/self/task").is_dir(), reason="needs /proc to find torchrun's workers")
 def test_sigkill_under_torchrun_then_resume_is_exact(data_dir, runs, tmp_path):
     out = tmp_path / "killed"
-    proc = subprocess.Popen(torchrun(data_dir, out), env=env(), stdout=subprocess.DEVNULL,
-                            stderr=subprocess.DEVNULL)
+    proc = subprocess.Popen(torchrun(data_dir, out), env=env(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     deadline = time.monotonic() + 240
     while not ckpt_io.list_checkpoints(out):
         assert proc.poll() is None and time.monotonic() < deadline
@@ -138,7 +170,8 @@ def test_sigkill_under_torchrun_then_resume_is_exact(data_dir, runs, tmp_path):
     assert STEPS not in done
     res = run(torchrun(data_dir, out))
     assert f"resuming from {out / 'checkpoints' / f'step-{max(done):06d}'}" in res.stdout, [
-        line for line in res.stdout.splitlines() if "resum" in line]
+        line for line in res.stdout.splitlines() if "resum" in line
+    ]
     assert losses(out) == losses(runs["ddp"])  # bit for bit, like the uninterrupted 2-process run
     wa, wb = weights(out), weights(runs["ddp"])
     assert all(torch.equal(wa[k], wb[k]) for k in wa)

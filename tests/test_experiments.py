@@ -22,13 +22,48 @@ FIXTURES = Path(__file__).parent / "fixtures"
 def corpus_data(tmp_path_factory) -> dict[str, Path]:
     root = tmp_path_factory.mktemp("exp_data")
     write_corpus(root / "corpus.txt", 200)
-    assert cli_main(["tokenizer", "train", "--input", str(root / "corpus.txt"), str(FIXTURES / "task_glue" / "SST-2"),
-                     "--vocab-size", "160", "--num-unused", "0", "--out", str(root / "tok"), "--no-progress"]) == 0
+    assert (
+        cli_main(
+            [
+                "tokenizer",
+                "train",
+                "--input",
+                str(root / "corpus.txt"),
+                str(FIXTURES / "task_glue" / "SST-2"),
+                "--vocab-size",
+                "160",
+                "--num-unused",
+                "0",
+                "--out",
+                str(root / "tok"),
+                "--no-progress",
+            ]
+        )
+        == 0
+    )
     out = {}
     for mode in ("packed", "nsp"):
-        assert cli_main(["prepare", "--input", str(root / "corpus.txt"), "--tokenizer", str(root / "tok"),
-                         "--out", str(root / mode), "--seq-len", "32", "--mode", mode, "--val-fraction", "0.05",
-                         "--no-progress"]) == 0
+        assert (
+            cli_main(
+                [
+                    "prepare",
+                    "--input",
+                    str(root / "corpus.txt"),
+                    "--tokenizer",
+                    str(root / "tok"),
+                    "--out",
+                    str(root / mode),
+                    "--seq-len",
+                    "32",
+                    "--mode",
+                    mode,
+                    "--val-fraction",
+                    "0.05",
+                    "--no-progress",
+                ]
+            )
+            == 0
+        )
         out[mode] = root / mode
     # a small GLUE-style SST-2 with a learnable signal, in the standard layout
     glue = root / "glue" / "SST-2"
@@ -41,13 +76,33 @@ def corpus_data(tmp_path_factory) -> dict[str, Path]:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("name,data", [("pretrain-vs-scratch", "packed"), ("mlm-vs-clm", "packed"),
-                                       ("nsp-ablation", "nsp")])
+@pytest.mark.parametrize("name,data", [("pretrain-vs-scratch", "packed"), ("mlm-vs-clm", "packed"), ("nsp-ablation", "nsp")])
 def test_experiment_runs_and_reports(corpus_data, tmp_path, name, data):
     out = tmp_path / name
-    argv = ["experiment", name, "--data", str(corpus_data[data]), "--tasks-data", str(corpus_data["glue"]),
-            "--tasks", "sst2", "--model", "tiny", "--budget-minutes", "0.03", "--finetune-minutes", "0.05",
-            "--finetune-epochs", "1", "--seeds", "2", "--batch-size", "8", "--out", str(out)]
+    argv = [
+        "experiment",
+        name,
+        "--data",
+        str(corpus_data[data]),
+        "--tasks-data",
+        str(corpus_data["glue"]),
+        "--tasks",
+        "sst2",
+        "--model",
+        "tiny",
+        "--budget-minutes",
+        "0.03",
+        "--finetune-minutes",
+        "0.05",
+        "--finetune-epochs",
+        "1",
+        "--seeds",
+        "2",
+        "--batch-size",
+        "8",
+        "--out",
+        str(out),
+    ]
     assert cli_main(argv) == 0
     result = json.loads((out / "results.json").read_text())
     assert len(result["scores"]) == 2
@@ -61,8 +116,12 @@ def test_experiment_runs_and_reports(corpus_data, tmp_path, name, data):
         assert steps[0] == steps[1]
     if name == "mlm-vs-clm":  # both arms reused, with their recorded pretraining
         again = tmp_path / "again"
-        assert cli_main(argv[:-1] + [str(again), "--pretrained", str(out / "pretrain-mlm"), str(out / "pretrain-clm"),
-                                     "--seeds", "1"]) == 0
+        assert (
+            cli_main(
+                argv[:-1] + [str(again), "--pretrained", str(out / "pretrain-mlm"), str(out / "pretrain-clm"), "--seeds", "1"]
+            )
+            == 0
+        )
         reused = json.loads((again / "results.json").read_text())["pretraining"]
         assert [r["steps"] for r in reused.values()] == [r["steps"] for r in result["pretraining"].values()]
         assert (again / "pretraining_loss.png").is_file()
@@ -70,11 +129,28 @@ def test_experiment_runs_and_reports(corpus_data, tmp_path, name, data):
 
 
 def test_experiment_errors_are_one_line(corpus_data, tmp_path, capsys):
-    assert cli_main(["experiment", "nsp-ablation", "--data", str(corpus_data["packed"]), "--tasks-data",
-                     str(corpus_data["glue"]), "--tasks", "sst2", "--out", str(tmp_path / "x")]) == 2
+    assert (
+        cli_main(
+            [
+                "experiment",
+                "nsp-ablation",
+                "--data",
+                str(corpus_data["packed"]),
+                "--tasks-data",
+                str(corpus_data["glue"]),
+                "--tasks",
+                "sst2",
+                "--out",
+                str(tmp_path / "x"),
+            ]
+        )
+        == 2
+    )
     assert "needs NSP-prepared data" in capsys.readouterr().err
-    assert cli_main(["experiment", "mlm-vs-clm", "--data", str(corpus_data["packed"]), "--tasks-data",
-                     str(tmp_path / "missing")]) == 2
+    assert (
+        cli_main(["experiment", "mlm-vs-clm", "--data", str(corpus_data["packed"]), "--tasks-data", str(tmp_path / "missing")])
+        == 2
+    )
     assert "not a directory of GLUE-style tasks" in capsys.readouterr().err
 
 
@@ -82,9 +158,32 @@ def test_experiment_errors_are_one_line(corpus_data, tmp_path, capsys):
 def test_experiment_step_budget_runs_in_parallel_processes(corpus_data, tmp_path):
     """--budget-steps gives every arm the same step count; --jobs 2 runs them in two processes."""
     out = tmp_path / "par"
-    argv = ["experiment", "nsp-ablation", "--data", str(corpus_data["nsp"]), "--tasks-data", str(corpus_data["glue"]),
-            "--tasks", "sst2", "--model", "tiny", "--budget-steps", "3", "--finetune-minutes", "0.05",
-            "--finetune-epochs", "1", "--seeds", "1", "--batch-size", "8", "--jobs", "2", "--out", str(out)]
+    argv = [
+        "experiment",
+        "nsp-ablation",
+        "--data",
+        str(corpus_data["nsp"]),
+        "--tasks-data",
+        str(corpus_data["glue"]),
+        "--tasks",
+        "sst2",
+        "--model",
+        "tiny",
+        "--budget-steps",
+        "3",
+        "--finetune-minutes",
+        "0.05",
+        "--finetune-epochs",
+        "1",
+        "--seeds",
+        "1",
+        "--batch-size",
+        "8",
+        "--jobs",
+        "2",
+        "--out",
+        str(out),
+    ]
     assert cli_main(argv) == 0
     result = json.loads((out / "results.json").read_text())
     assert [v["steps"] for v in result["pretraining"].values()] == [3, 3]
@@ -96,17 +195,50 @@ def test_experiment_step_budget_runs_in_parallel_processes(corpus_data, tmp_path
     # the same fine-tuning again from the two pretrained arms, without pretraining (no --data)
     arms = [next((out / d / "checkpoints").iterdir()) for d in ("pretrain-mlm-nsp", "pretrain-mlm")]
     again = tmp_path / "again"
-    assert cli_main(["experiment", "nsp-ablation", "--pretrained", *map(str, arms), "--tasks-data",
-                     str(corpus_data["glue"]), "--tasks", "sst2", "--finetune-epochs", "1", "--seeds", "1",
-                     "--out", str(again)]) == 0
+    assert (
+        cli_main(
+            [
+                "experiment",
+                "nsp-ablation",
+                "--pretrained",
+                *map(str, arms),
+                "--tasks-data",
+                str(corpus_data["glue"]),
+                "--tasks",
+                "sst2",
+                "--finetune-epochs",
+                "1",
+                "--seeds",
+                "1",
+                "--out",
+                str(again),
+            ]
+        )
+        == 0
+    )
     md = (again / "results.md").read_text()
     assert "pretrained models given with --pretrained" in md
     assert f"mlm: {arms[1]}, given with --pretrained, 3 steps" in md and "val MLM accuracy" in md  # read back
 
 
 def test_experiment_rejects_a_bad_step_budget(corpus_data, tmp_path, capsys):
-    assert cli_main(["experiment", "pretrain-vs-scratch", "--data", str(corpus_data["packed"]), "--tasks-data",
-                     str(corpus_data["glue"]), "--budget-steps", "0", "--out", str(tmp_path / "x")]) == 2
+    assert (
+        cli_main(
+            [
+                "experiment",
+                "pretrain-vs-scratch",
+                "--data",
+                str(corpus_data["packed"]),
+                "--tasks-data",
+                str(corpus_data["glue"]),
+                "--budget-steps",
+                "0",
+                "--out",
+                str(tmp_path / "x"),
+            ]
+        )
+        == 2
+    )
     assert "--budget-steps 0: must be a positive number of steps" in capsys.readouterr().err
 
 
@@ -114,8 +246,23 @@ def test_experiment_checks_its_inputs_before_pretraining(corpus_data, tmp_path, 
     partial = tmp_path / "glue" / "SST-2"
     partial.mkdir(parents=True)
     shutil.copy(corpus_data["glue"] / "SST-2" / "dev.tsv", partial / "dev.tsv")  # no train.tsv
-    assert cli_main(["experiment", "mlm-vs-clm", "--data", str(corpus_data["packed"]), "--tasks-data",
-                     str(tmp_path / "glue"), "--tasks", "sst2", "--out", str(tmp_path / "x")]) == 2
+    assert (
+        cli_main(
+            [
+                "experiment",
+                "mlm-vs-clm",
+                "--data",
+                str(corpus_data["packed"]),
+                "--tasks-data",
+                str(tmp_path / "glue"),
+                "--tasks",
+                "sst2",
+                "--out",
+                str(tmp_path / "x"),
+            ]
+        )
+        == 2
+    )
     assert "--tasks sst2:" in capsys.readouterr().err
     assert not (tmp_path / "x" / "pretrain-mlm").exists()  # nothing was pretrained
     base = ["--tasks-data", str(corpus_data["glue"]), "--tasks", "sst2", "--out", str(tmp_path / "y")]
@@ -123,8 +270,23 @@ def test_experiment_checks_its_inputs_before_pretraining(corpus_data, tmp_path, 
     assert "--pretrained: mlm-vs-clm takes 2 model dir(s), got 1" in capsys.readouterr().err
     assert cli_main(["experiment", "pretrain-vs-scratch", "--pretrained", str(tmp_path), *base]) == 2
     assert "not a model directory (no config.json)" in capsys.readouterr().err
-    assert cli_main(["experiment", "mlm-vs-clm", "--data", str(corpus_data["packed"]), "--tasks-data",
-                     str(tmp_path / "glue"), "--tasks", "stsb", "--out", str(tmp_path / "z")]) == 2
+    assert (
+        cli_main(
+            [
+                "experiment",
+                "mlm-vs-clm",
+                "--data",
+                str(corpus_data["packed"]),
+                "--tasks-data",
+                str(tmp_path / "glue"),
+                "--tasks",
+                "stsb",
+                "--out",
+                str(tmp_path / "z"),
+            ]
+        )
+        == 2
+    )
     assert "fine-tunes classification tasks; stsb is regression" in capsys.readouterr().err
 
 
@@ -132,10 +294,33 @@ def test_experiment_checks_its_inputs_before_pretraining(corpus_data, tmp_path, 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="parent-death signal is Linux-only")
 def test_killing_the_experiment_stops_its_worker_processes(corpus_data, tmp_path):
     out = tmp_path / "killed"
-    proc = subprocess.Popen([sys.executable, "-m", "clozeformer", "experiment", "nsp-ablation", "--data",
-                             str(corpus_data["nsp"]), "--tasks-data", str(corpus_data["glue"]), "--tasks", "sst2",
-                             "--model", "tiny", "--budget-steps", "1000000", "--batch-size", "2", "--jobs", "2",
-                             "--out", str(out)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "clozeformer",
+            "experiment",
+            "nsp-ablation",
+            "--data",
+            str(corpus_data["nsp"]),
+            "--tasks-data",
+            str(corpus_data["glue"]),
+            "--tasks",
+            "sst2",
+            "--model",
+            "tiny",
+            "--budget-steps",
+            "1000000",
+            "--batch-size",
+            "2",
+            "--jobs",
+            "2",
+            "--out",
+            str(out),
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     children = Path(f"/proc/{proc.pid}/task/{proc.pid}/children")
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline:  # both pretraining workers are up and logging

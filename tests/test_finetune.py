@@ -25,8 +25,7 @@ SPECIALS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
 WORDS = sorted(set(FILLER + list(TAGS_WORDS) + COLORS + ["good", "bad", "up", "what", "color", "?", "yes", "no"]))
 
 # hidden 32, 2 layers, 2 heads: small enough to learn a keyword rule in ~100 steps on 1 core
-TINY = ["--model", "tiny", "--seed", "0", "--batch-size", "16", "--lr", "2e-3", "--warmup-ratio", "0.1",
-        "--threads", "1"]
+TINY = ["--model", "tiny", "--seed", "0", "--batch-size", "16", "--lr", "2e-3", "--warmup-ratio", "0.1", "--threads", "1"]
 
 
 @pytest.fixture(autouse=True)
@@ -95,8 +94,26 @@ def test_sequence_classification_end_to_end(tmp_path):
                 words.insert(rng.randrange(len(words)), "good" if label == "pos" else "bad")
                 w.writerow([" ".join(words), label])
     out = tmp_path / "out"
-    run(["finetune", "--task", "classification", "--data", str(data), "--tokenizer", str(vocab), "--out", str(out),
-         "--text-column", "review", "--label-column", "sentiment", "--epochs", "3", *TINY])
+    run(
+        [
+            "finetune",
+            "--task",
+            "classification",
+            "--data",
+            str(data),
+            "--tokenizer",
+            str(vocab),
+            "--out",
+            str(out),
+            "--text-column",
+            "review",
+            "--label-column",
+            "sentiment",
+            "--epochs",
+            "3",
+            *TINY,
+        ]
+    )
     m = metrics_of(out)
     assert m["best"]["scores"]["dev"]["accuracy"] >= 0.95
     assert m["labels"] == ["neg", "pos"]
@@ -106,8 +123,12 @@ def test_sequence_classification_end_to_end(tmp_path):
         assert (out / name).is_file()
 
     ids = torch.tensor([[2, 5, 6, 7, 8, 3, 0, 0], [2, 9, 10, 3, 0, 0, 0, 0]])
-    hf_logits_match(out, "AutoModelForSequenceClassification", BertForSequenceClassification,
-                    {"input_ids": ids, "attention_mask": (ids != 0).long()})
+    hf_logits_match(
+        out,
+        "AutoModelForSequenceClassification",
+        BertForSequenceClassification,
+        {"input_ids": ids, "attention_mask": (ids != 0).long()},
+    )
     hf_tokenizer_matches(out, "the movie was good")
 
     # evaluate reuses the saved task and columns; predict writes index<TAB>label
@@ -141,14 +162,18 @@ def test_glue_regression_stsb_format(tmp_path):
             k = rng.randrange(5)
             s1 = sentence(rng, 4) + ["up"] * k
             rng.shuffle(s1)
-            lines.append(f"{i}\tmain-captions\tMSRvid\t2012test\t{i:04d}\tnone\tnone\t{' '.join(s1)}\t"
-                         f"{' '.join(sentence(rng, 3))}\t{5 * k / 4:.3f}")
+            lines.append(
+                f"{i}\tmain-captions\tMSRvid\t2012test\t{i:04d}\tnone\tnone\t{' '.join(s1)}\t"
+                f"{' '.join(sentence(rng, 3))}\t{5 * k / 4:.3f}"
+            )
         (data / f"{split}.tsv").write_text("\n".join(lines) + "\n")
-    (data / "test.tsv").write_text(header.rsplit("\t", 1)[0] + "\n0\tmain-captions\tMSRvid\t2012test\t0001\tnone\t"
-                                   "none\tup up the\ta of\n")
+    (data / "test.tsv").write_text(
+        header.rsplit("\t", 1)[0] + "\n0\tmain-captions\tMSRvid\t2012test\t0001\tnone\tnone\tup up the\ta of\n"
+    )
     out = tmp_path / "out"
-    run(["finetune", "--task", "sts-b", "--data", str(data), "--tokenizer", str(vocab), "--out", str(out),
-         "--epochs", "4", *TINY])
+    run(
+        ["finetune", "--task", "sts-b", "--data", str(data), "--tokenizer", str(vocab), "--out", str(out), "--epochs", "4", *TINY]
+    )
     scores = metrics_of(out)["best"]["scores"]["dev"]
     assert scores["pearson"] > 0.85 and scores["spearman"] > 0.8, scores
     cfg = json.loads((out / "config.json").read_text())
@@ -180,8 +205,24 @@ def test_token_classification_end_to_end(tmp_path):
             lines += [f"{w} NN O {t}" for w, t in zip(words, tags)] + [""]
         (data / ("train.txt" if split == "train" else "valid.txt")).write_text("\n".join(lines))
     out = tmp_path / "out"
-    run(["finetune", "--task", "conll2003", "--data", str(data), "--tokenizer", str(vocab), "--out", str(out),
-         "--epochs", "3", "--max-seq-len", "32", *TINY])
+    run(
+        [
+            "finetune",
+            "--task",
+            "conll2003",
+            "--data",
+            str(data),
+            "--tokenizer",
+            str(vocab),
+            "--out",
+            str(out),
+            "--epochs",
+            "3",
+            "--max-seq-len",
+            "32",
+            *TINY,
+        ]
+    )
     scores = metrics_of(out)["best"]["scores"]["dev"]
     assert scores["f1"] >= 0.95, scores
     cfg = json.loads((out / "config.json").read_text())
@@ -230,18 +271,55 @@ def test_question_answering_end_to_end(tmp_path, version):
         doc = {"version": version, "data": _qa_article(rng, n, every)}
         (data / f"{split}-{version}.json").write_text(json.dumps(doc))
     out = tmp_path / "out"
-    run(["finetune", "--task", task, "--data", str(data), "--tokenizer", str(vocab), "--out", str(out),
-         "--epochs", "4", "--max-seq-len", "24", "--doc-stride", "8", "--max-query-len", "8", *TINY])
+    run(
+        [
+            "finetune",
+            "--task",
+            task,
+            "--data",
+            str(data),
+            "--tokenizer",
+            str(vocab),
+            "--out",
+            str(out),
+            "--epochs",
+            "4",
+            "--max-seq-len",
+            "24",
+            "--doc-stride",
+            "8",
+            "--max-query-len",
+            "8",
+            *TINY,
+        ]
+    )
     m = metrics_of(out)
     assert m["train_features"] > 2 * m["train_examples"]  # contexts span several windows
     scores = m["best"]["scores"]["dev"]
     em = scores["exact_match"] if version == "v1.1" else scores["exact"]
     assert em >= 80.0, scores
     ids = torch.tensor([[2, 5, 6, 3, 7, 8, 9, 3]])
-    hf_logits_match(out, "AutoModelForQuestionAnswering", BertForQuestionAnswering,
-                    {"input_ids": ids, "token_type_ids": torch.tensor([[0, 0, 0, 0, 1, 1, 1, 1]])})
-    run(["predict", "--model", str(out), "--data", f"dev={data / f'dev-{version}.json'}", "--split", "dev",
-         "--out", str(tmp_path / "p"), "--threads", "1"])
+    hf_logits_match(
+        out,
+        "AutoModelForQuestionAnswering",
+        BertForQuestionAnswering,
+        {"input_ids": ids, "token_type_ids": torch.tensor([[0, 0, 0, 0, 1, 1, 1, 1]])},
+    )
+    run(
+        [
+            "predict",
+            "--model",
+            str(out),
+            "--data",
+            f"dev={data / f'dev-{version}.json'}",
+            "--split",
+            "dev",
+            "--out",
+            str(tmp_path / "p"),
+            "--threads",
+            "1",
+        ]
+    )
     preds = json.loads((tmp_path / "p" / "predictions_dev.json").read_text())
     assert len(preds) == 40 and all(p in COLORS + [""] for p in preds.values())
     nbest = json.loads((tmp_path / "p" / "nbest_predictions_dev.json").read_text())
@@ -256,8 +334,20 @@ def test_multiple_choice_swag_end_to_end(tmp_path):
     vocab = write_vocab(tmp_path)
     data = tmp_path / "swag"
     data.mkdir()
-    header = ["", "video-id", "fold-ind", "startphrase", "sent1", "sent2", "gold-source",
-              "ending0", "ending1", "ending2", "ending3", "label"]
+    header = [
+        "",
+        "video-id",
+        "fold-ind",
+        "startphrase",
+        "sent1",
+        "sent2",
+        "gold-source",
+        "ending0",
+        "ending1",
+        "ending2",
+        "ending3",
+        "label",
+    ]
     for name, n in (("train.csv", 240), ("val.csv", 48)):
         with open(data / name, "w", newline="", encoding="utf-8") as f:
             w = csv.writer(f)
@@ -268,8 +358,24 @@ def test_multiple_choice_swag_end_to_end(tmp_path):
                 s1, s2 = " ".join(sentence(rng, 4)), "it"
                 w.writerow([i, f"anetv_{i}", i, f"{s1} {s2}", s1, s2, "gold", *endings, label])
     out = tmp_path / "out"
-    run(["finetune", "--task", "swag", "--data", str(data), "--tokenizer", str(vocab), "--out", str(out),
-         "--epochs", "4", "--max-seq-len", "24", *TINY])
+    run(
+        [
+            "finetune",
+            "--task",
+            "swag",
+            "--data",
+            str(data),
+            "--tokenizer",
+            str(vocab),
+            "--out",
+            str(out),
+            "--epochs",
+            "4",
+            "--max-seq-len",
+            "24",
+            *TINY,
+        ]
+    )
     assert metrics_of(out)["best"]["scores"]["dev"]["accuracy"] >= 0.9
     ids = torch.tensor([[[2, 5, 3, 6, 3], [2, 5, 3, 7, 3]]])  # (B=1, C=2, T=5)
     hf_logits_match(out, "AutoModelForMultipleChoice", BertForMultipleChoice, {"input_ids": ids})
@@ -281,8 +387,9 @@ def test_from_transformers_saved_directory(tmp_path):
 
     vocab = write_vocab(tmp_path)
     hf_dir = tmp_path / "hf"
-    cfg = transformers.BertConfig(vocab_size=len(SPECIALS) + len(WORDS), hidden_size=64, num_hidden_layers=2,
-                                  num_attention_heads=2, intermediate_size=128)
+    cfg = transformers.BertConfig(
+        vocab_size=len(SPECIALS) + len(WORDS), hidden_size=64, num_hidden_layers=2, num_attention_heads=2, intermediate_size=128
+    )
     torch.manual_seed(0)
     transformers.BertForPreTraining(cfg).save_pretrained(hf_dir)
     (hf_dir / "vocab.txt").write_text((vocab / "vocab.txt").read_text())
@@ -298,8 +405,29 @@ def test_from_transformers_saved_directory(tmp_path):
             rows.append(json.dumps({"text": " ".join(words), "label": int(label)}))
         (data / f"{split}.jsonl").write_text("\n".join(rows) + "\n")
     out = tmp_path / "out"
-    run(["finetune", "--task", "classification", "--data", str(data), "--model", str(hf_dir), "--out", str(out),
-         "--epochs", "4", "--seed", "0", "--batch-size", "16", "--lr", "2e-3", "--threads", "1"])
+    run(
+        [
+            "finetune",
+            "--task",
+            "classification",
+            "--data",
+            str(data),
+            "--model",
+            str(hf_dir),
+            "--out",
+            str(out),
+            "--epochs",
+            "4",
+            "--seed",
+            "0",
+            "--batch-size",
+            "16",
+            "--lr",
+            "2e-3",
+            "--threads",
+            "1",
+        ]
+    )
     m = metrics_of(out)
     assert m["best"]["scores"]["dev"]["accuracy"] >= 0.95 and m["labels"] == ["0", "1"]
 
@@ -314,15 +442,34 @@ def test_max_time_and_caps(tmp_path):
         lines = ["sentence\tlabel"] + [f"{' '.join(sentence(rng))}\t{rng.randrange(2)}" for _ in range(n)]
         (data / f"{split}.tsv").write_text("\n".join(lines) + "\n")
     out = tmp_path / "out"
-    run(["finetune", "--task", "sst2", "--data", str(data), "--tokenizer", str(vocab), "--out", str(out),
-         "--max-train-examples", "50", "--max-eval-examples", "10", "--max-time", "1e-9", "--epochs", "5", *TINY])
+    run(
+        [
+            "finetune",
+            "--task",
+            "sst2",
+            "--data",
+            str(data),
+            "--tokenizer",
+            str(vocab),
+            "--out",
+            str(out),
+            "--max-train-examples",
+            "50",
+            "--max-eval-examples",
+            "10",
+            "--max-time",
+            "1e-9",
+            "--epochs",
+            "5",
+            *TINY,
+        ]
+    )
     m = metrics_of(out)
     assert m["train_examples"] == 50 and m["eval_examples"] == {"dev": 10}
     assert m["stopped_early"] and m["steps"] == 1 and m["best"] is not None
     assert (out / "model.safetensors").is_file()
     # the same --out again without --overwrite is refused
-    assert cli_main(["finetune", "--task", "sst2", "--data", str(data), "--tokenizer", str(vocab),
-                     "--out", str(out), *TINY]) == 2
+    assert cli_main(["finetune", "--task", "sst2", "--data", str(data), "--tokenizer", str(vocab), "--out", str(out), *TINY]) == 2
 
 
 def test_mnli_two_dev_sets_submissions_and_config_file(tmp_path):
@@ -331,15 +478,44 @@ def test_mnli_two_dev_sets_submissions_and_config_file(tmp_path):
     conf = tmp_path / "ft.json"
     conf.write_text(json.dumps({"epochs": 1, "batch_size": 2, "max_seq_len": 48}))
     out = tmp_path / "out"
-    run(["finetune", "--config", str(conf), "--task", "MNLI", "--data", str(fixtures / "task_glue" / "MNLI"),
-         "--tokenizer", str(fixtures / "task_vocab.txt"), "--out", str(out), "--model", "tiny", "--threads", "1",
-         "--epochs", "2"])  # the flag wins over the file
+    run(
+        [
+            "finetune",
+            "--config",
+            str(conf),
+            "--task",
+            "MNLI",
+            "--data",
+            str(fixtures / "task_glue" / "MNLI"),
+            "--tokenizer",
+            str(fixtures / "task_vocab.txt"),
+            "--out",
+            str(out),
+            "--model",
+            "tiny",
+            "--threads",
+            "1",
+            "--epochs",
+            "2",
+        ]
+    )  # the flag wins over the file
     m = metrics_of(out)
     assert m["epochs"] == 2 and set(m["best"]["scores"]) == {"dev_matched", "dev_mismatched"}
     saved = json.loads((out / "finetune_config.json").read_text())
     assert saved["batch_size"] == 2 and saved["max_seq_len"] == 48 and saved["epochs"] == 2
-    run(["predict", "--model", str(out), "--data", str(fixtures / "task_glue" / "MNLI"), "--out", str(tmp_path / "p"),
-         "--threads", "1"])
+    run(
+        [
+            "predict",
+            "--model",
+            str(out),
+            "--data",
+            str(fixtures / "task_glue" / "MNLI"),
+            "--out",
+            str(tmp_path / "p"),
+            "--threads",
+            "1",
+        ]
+    )
     for name in ("MNLI-m.tsv", "MNLI-mm.tsv", "AX.tsv"):
         rows = (tmp_path / "p" / name).read_text().splitlines()
         assert rows[0] == "index\tprediction" and rows[1].split("\t")[1] in ("contradiction", "entailment", "neutral")
@@ -349,9 +525,30 @@ def test_custom_qa_with_unanswerable_rows_uses_squad_v2(tmp_path):
     fixtures = Path(__file__).parent / "fixtures"
     out = tmp_path / "out"
     qa = fixtures / "task_custom" / "qa.jsonl"
-    run(["finetune", "--task", "qa", "--data", f"train={qa}", f"dev={qa}", "--tokenizer",
-         str(fixtures / "task_vocab.txt"), "--out", str(out), "--model", "tiny", "--epochs", "1",
-         "--max-seq-len", "64", "--max-query-len", "16", "--threads", "1"])
+    run(
+        [
+            "finetune",
+            "--task",
+            "qa",
+            "--data",
+            f"train={qa}",
+            f"dev={qa}",
+            "--tokenizer",
+            str(fixtures / "task_vocab.txt"),
+            "--out",
+            str(out),
+            "--model",
+            "tiny",
+            "--epochs",
+            "1",
+            "--max-seq-len",
+            "64",
+            "--max-query-len",
+            "16",
+            "--threads",
+            "1",
+        ]
+    )
     assert json.loads((out / "config.json").read_text())["qa_version_2"] is True
     scores = metrics_of(out)["best"]["scores"]["dev"]
     assert {"exact", "f1", "HasAns_exact", "NoAns_exact"} <= set(scores)
@@ -385,14 +582,51 @@ def test_rotary_model_with_mean_pooling_and_dropout(tmp_path):
                 words.insert(rng.randrange(len(words)), "good" if label == "pos" else "bad")
                 w.writerow([" ".join(words), label])
     out = tmp_path / "out"
-    run(["finetune", "--task", "classification", "--data", str(data), "--model", str(base), "--out", str(out),
-         "--text-column", "text", "--label-column", "label", "--epochs", "3", "--pooling", "mean",
-         "--dropout", "0.2", *[a for a in TINY if a not in ("--model", "tiny")]])
+    run(
+        [
+            "finetune",
+            "--task",
+            "classification",
+            "--data",
+            str(data),
+            "--model",
+            str(base),
+            "--out",
+            str(out),
+            "--text-column",
+            "text",
+            "--label-column",
+            "label",
+            "--epochs",
+            "3",
+            "--pooling",
+            "mean",
+            "--dropout",
+            "0.2",
+            *[a for a in TINY if a not in ("--model", "tiny")],
+        ]
+    )
     cfg = json.loads((out / "config.json").read_text())
     assert cfg["model_type"] == "roformer" and cfg["architectures"] == ["RoFormerForSequenceClassification"]
     assert cfg["classifier_pooling"] == "mean" and cfg["hidden_dropout_prob"] == 0.2
     assert metrics_of(out)["best"]["scores"]["dev"]["accuracy"] >= 0.95
     clf = pipeline("classify", str(out))
     assert [r["label"] for r in clf(["the movie was good", "it was bad"])] == ["pos", "neg"]
-    assert cli_main(["finetune", "--task", "classification", "--data", str(data), "--model", str(base),
-                     "--out", str(tmp_path / "x"), "--dropout", "1.5"]) == 2
+    assert (
+        cli_main(
+            [
+                "finetune",
+                "--task",
+                "classification",
+                "--data",
+                str(data),
+                "--model",
+                str(base),
+                "--out",
+                str(tmp_path / "x"),
+                "--dropout",
+                "1.5",
+            ]
+        )
+        == 2
+    )

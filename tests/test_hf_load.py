@@ -31,8 +31,8 @@ def test_key_map_round_trips_every_parameter():
     model = M.BertForPreTraining(BertConfig.preset("tiny", vocab_size=50))
     for key in model.state_dict():
         hf = to_hf_key(key)
-        rel = hf[len("bert."):] if hf.startswith("bert.") else hf
-        assert from_hf_key(rel) == (key[len("bert."):] if key.startswith("bert.") else key)
+        rel = hf[len("bert.") :] if hf.startswith("bert.") else hf
+        assert from_hf_key(rel) == (key[len("bert.") :] if key.startswith("bert.") else key)
     assert "attention.self.query." in LAYER_KEY_MAP.values()
     assert HEAD_KEY_MAP["nsp."] == "cls.seq_relationship."
 
@@ -55,7 +55,7 @@ def test_tf_era_names_no_prefix_and_pytorch_bin(tmp_path):
     assert same_weights(model, loaded) and loaded.loading_info["new"] == []
 
     # A BertModel checkpoint (no "bert." prefix) loads into a task model; the head is new
-    base = {k[len("bert."):]: v for k, v in sd.items() if k.startswith("bert.")}
+    base = {k[len("bert.") :]: v for k, v in sd.items() if k.startswith("bert.")}
     (tmp_path / "c").mkdir()
     save_file(base, str(tmp_path / "c" / "model.safetensors"), metadata={"format": "pt"})
     (tmp_path / "c" / "config.json").write_text((tmp_path / "a" / "config.json").read_text())

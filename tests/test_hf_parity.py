@@ -18,14 +18,18 @@ ATOL = 1e-5
 
 # (name, HF config kwargs): bert-base-chinese's vocab, a cased vocab, hidden_act variants, 1 and 3 layers
 CONFIGS = {
-    "chinese-vocab-1layer": dict(vocab_size=21128, hidden_size=32, num_hidden_layers=1, num_attention_heads=4,
-                                 intermediate_size=64),
-    "cased-vocab-3layers": dict(vocab_size=28996, hidden_size=48, num_hidden_layers=3, num_attention_heads=4,
-                                intermediate_size=96),
-    "gelu_new": dict(vocab_size=500, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
-                     intermediate_size=64, hidden_act="gelu_new"),
-    "relu": dict(vocab_size=500, hidden_size=32, num_hidden_layers=2, num_attention_heads=8,
-                 intermediate_size=48, hidden_act="relu"),
+    "chinese-vocab-1layer": dict(
+        vocab_size=21128, hidden_size=32, num_hidden_layers=1, num_attention_heads=4, intermediate_size=64
+    ),
+    "cased-vocab-3layers": dict(
+        vocab_size=28996, hidden_size=48, num_hidden_layers=3, num_attention_heads=4, intermediate_size=96
+    ),
+    "gelu_new": dict(
+        vocab_size=500, hidden_size=32, num_hidden_layers=2, num_attention_heads=2, intermediate_size=64, hidden_act="gelu_new"
+    ),
+    "relu": dict(
+        vocab_size=500, hidden_size=32, num_hidden_layers=2, num_attention_heads=8, intermediate_size=48, hidden_act="relu"
+    ),
 }
 
 HEADS = {
@@ -82,8 +86,10 @@ def compare(head: str, a, b):
     """a: HF output, b: ours (dense logits)."""
     pairs = {
         "BertModel": [("last_hidden_state", "last_hidden_state"), ("pooler_output", "pooler_output")],
-        "BertForPreTraining": [("prediction_logits", "prediction_logits"),
-                               ("seq_relationship_logits", "seq_relationship_logits")],
+        "BertForPreTraining": [
+            ("prediction_logits", "prediction_logits"),
+            ("seq_relationship_logits", "seq_relationship_logits"),
+        ],
         "BertForMaskedLM": [("logits", "logits")],
         "BertForSequenceClassification": [("logits", "logits")],
         "BertForTokenClassification": [("logits", "logits")],

@@ -29,17 +29,29 @@ def data(tmp_path_factory) -> dict[str, Path]:
     rng = random.Random(0)
     docs = []
     for _ in range(300):
-        sents = [" ".join(rng.choice(WORDS) + rng.choice(["", "", "ing", "ed"]) for _ in range(rng.randint(2, 9))) + "."
-                 for _ in range(rng.randint(1, 10))]
+        sents = [
+            " ".join(rng.choice(WORDS) + rng.choice(["", "", "ing", "ed"]) for _ in range(rng.randint(2, 9))) + "."
+            for _ in range(rng.randint(1, 10))
+        ]
         docs.append("\n".join(sents))
     corpus = root / "corpus.txt"
     corpus.write_text("\n\n".join(docs) + "\n")
     out = {}
-    for name, kw in {"packed": {}, "nsp": {"mode": "nsp"},
-                     "static": {"static_masking": True, "dupe_factor": 2}}.items():
+    for name, kw in {"packed": {}, "nsp": {"mode": "nsp"}, "static": {"static_masking": True, "dupe_factor": 2}}.items():
         out[name] = root / name
-        prepare(PrepareConfig(input=[str(corpus)], tokenizer=str(tok), out=str(out[name]), seq_len=24, workers=0,
-                              min_doc_chars=0, val_fraction=0.1, progress=False, **kw))
+        prepare(
+            PrepareConfig(
+                input=[str(corpus)],
+                tokenizer=str(tok),
+                out=str(out[name]),
+                seq_len=24,
+                workers=0,
+                min_doc_chars=0,
+                val_fraction=0.1,
+                progress=False,
+                **kw,
+            )
+        )
     return out
 
 
@@ -103,7 +115,7 @@ def test_nsp_batches_have_labels_and_segments(data):
         for i, row in enumerate(ds.gather(idx)):
             n = len(row["input_ids"])
             types = batch["token_type_ids"][i]
-            assert types[:row["b_start"]].sum() == 0 and (types[row["b_start"]:n] == 1).all() and (types[n:] == 0).all()
+            assert types[: row["b_start"]].sum() == 0 and (types[row["b_start"] : n] == 1).all() and (types[n:] == 0).all()
             assert batch["next_sentence_label"][i] == row["next_sentence_label"]
             unmasked = batch["labels"][i, :n] == -100
             assert torch.equal(batch["input_ids"][i, :n][unmasked], torch.from_numpy(row["input_ids"])[unmasked])

@@ -19,8 +19,12 @@ from clozeformer.data.masking import (
 from clozeformer.errors import ClozeformerError
 
 # A toy vocab: specials, [unused], whole words, "##" pieces and CJK characters.
-TOKENS = (["[PAD]", "[unused0]", "[unused1]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
-          + [f"w{i}" for i in range(300)] + [f"##p{i}" for i in range(100)] + list("中文字你好"))
+TOKENS = (
+    ["[PAD]", "[unused0]", "[unused1]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
+    + [f"w{i}" for i in range(300)]
+    + [f"##p{i}" for i in range(100)]
+    + list("中文字你好")
+)
 SPECIAL = {"pad": 0, "unk": 3, "cls": 4, "sep": 5, "mask": 6}
 WORDS = np.arange(7, 307)
 PIECES = np.arange(307, 407)
@@ -127,7 +131,7 @@ def test_masks_depend_only_on_key_and_position(table):
         assert np.array_equal(batch_m, again[0]) and np.array_equal(batch_l, again[1])
         for i in (0, 7, 15):  # alone, padded to its own length: the same mask
             n = int(attn[i].sum())
-            m, l = mask_tokens(ids[i:i + 1, :n], keys[i:i + 1], table, cfg, attn[i:i + 1, :n])
+            m, l = mask_tokens(ids[i : i + 1, :n], keys[i : i + 1], table, cfg, attn[i : i + 1, :n])
             assert np.array_equal(m[0], batch_m[i, :n]) and np.array_equal(l[0], batch_l[i, :n])
     other = mask_tokens(ids, sample_keys(5, 3, np.arange(100, 116)), table, MaskingConfig(), attn)[1]
     assert not np.array_equal(other, mask_tokens(ids, keys, table, MaskingConfig(), attn)[1])
@@ -157,8 +161,10 @@ def test_config_validation():
 
 def test_collator_pads_masks_and_returns_tensors(table):
     coll = ClozeCollator(table, MaskingConfig(), seed=3)
-    examples = [{"input_ids": [4, 10, 11, 12, 5], "token_type_ids": [0] * 5, "next_sentence_label": 1},
-                {"input_ids": [4, 20, 5], "token_type_ids": [0, 0, 0], "next_sentence_label": 0}]
+    examples = [
+        {"input_ids": [4, 10, 11, 12, 5], "token_type_ids": [0] * 5, "next_sentence_label": 1},
+        {"input_ids": [4, 20, 5], "token_type_ids": [0, 0, 0], "next_sentence_label": 0},
+    ]
     batch = coll(examples)
     assert batch["input_ids"].shape == (2, 5) and batch["input_ids"].dtype == torch.int64
     assert batch["attention_mask"].tolist() == [[1, 1, 1, 1, 1], [1, 1, 1, 0, 0]]

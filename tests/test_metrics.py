@@ -50,6 +50,7 @@ def test_correlations_match_scipy(seed):
 
 # ----------------------------------------------------------------------------- SQuAD
 
+
 def test_squad_normalisation_and_hand_cases():
     assert M.normalize_answer("The  Denver Broncos!") == "denver broncos"
     assert M.normalize_answer("an apple, a pear & the end.") == "apple pear end"
@@ -89,6 +90,7 @@ def test_squad_v2_has_ans_no_ans_and_best_threshold():
 
 # ----------------------------------------------------------------------------- CMRC 2018
 
+
 def test_cmrc_segmentation_and_scores():
     assert M.mixed_segmentation("光荣和ω-force", rm_punc=True) == ["光", "荣", "和", "ωforce"]
     assert M.mixed_segmentation("2010年") == ["2010", "年"]
@@ -107,6 +109,7 @@ def test_cmrc_segmentation_and_scores():
 
 
 # ----------------------------------------------------------------------------- NER
+
 
 def _random_tags(rng, n, scheme):
     types = ["PER", "LOC", "ORG"]

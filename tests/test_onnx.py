@@ -27,10 +27,14 @@ from clozeformer.model import (  # noqa: E402
 )
 
 FIXTURES = Path(__file__).parent / "fixtures"
-CLASSES = {"BertModel": BertModel, "BertForMaskedLM": BertForMaskedLM, "BertForPreTraining": BertForPreTraining,
-           "BertForSequenceClassification": BertForSequenceClassification,
-           "BertForTokenClassification": BertForTokenClassification,
-           "BertForQuestionAnswering": BertForQuestionAnswering}
+CLASSES = {
+    "BertModel": BertModel,
+    "BertForMaskedLM": BertForMaskedLM,
+    "BertForPreTraining": BertForPreTraining,
+    "BertForSequenceClassification": BertForSequenceClassification,
+    "BertForTokenClassification": BertForTokenClassification,
+    "BertForQuestionAnswering": BertForQuestionAnswering,
+}
 
 
 pytestmark = pytest.mark.usefixtures("one_thread")
@@ -65,7 +69,7 @@ def test_dynamic_axes_match_pytorch(exported, shape):
     g = torch.Generator().manual_seed(B * 100 + T)
     ids = torch.randint(5, 200, (B, T), generator=g)
     mask = torch.ones(B, T, dtype=torch.long)
-    mask[-1, max(1, T - 2):] = 0  # pad the last row
+    mask[-1, max(1, T - 2) :] = 0  # pad the last row
     types = torch.zeros(B, T, dtype=torch.long)
     positions = torch.tensor([T - 1, 0])  # flat indices into B*T, for the masked-LM graphs
     for name, (directory, report) in exported.items():
@@ -125,8 +129,12 @@ def test_onnx_backend_errors(exported, tmp_path):
     with pytest.raises(ClozeformerError, match="no such ONNX file"):
         pipeline("classify", exported["BertForSequenceClassification"][0], backend="onnx", onnx=tmp_path / "x.onnx")
     with pytest.raises(ClozeformerError, match="exported from a BertForMaskedLM"):
-        pipeline("classify", exported["BertForSequenceClassification"][0], backend="onnx",
-                 onnx=exported["BertForMaskedLM"][0] / "model.onnx")
+        pipeline(
+            "classify",
+            exported["BertForSequenceClassification"][0],
+            backend="onnx",
+            onnx=exported["BertForMaskedLM"][0] / "model.onnx",
+        )
     junk = tmp_path / "junk.onnx"
     junk.write_bytes(b"not a model")
     with pytest.raises(ClozeformerError, match="not a loadable ONNX model"):

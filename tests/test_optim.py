@@ -24,8 +24,9 @@ from clozeformer.train.optim import (
 
 def tiny_model(seed: int = 0) -> BertForMaskedLM:
     torch.manual_seed(seed)
-    return BertForMaskedLM(BertConfig.preset("tiny", vocab_size=50, num_hidden_layers=1, hidden_size=32,
-                                             num_attention_heads=2, intermediate_size=64))
+    return BertForMaskedLM(
+        BertConfig.preset("tiny", vocab_size=50, num_hidden_layers=1, hidden_size=32, num_attention_heads=2, intermediate_size=64)
+    )
 
 
 def cfg(**kw) -> PretrainConfig:
@@ -87,7 +88,7 @@ def test_lamb_matches_hand_computed_update():
     for t, g in ((1, g1), (2, g2)):
         m = [b1 * mi + (1 - b1) * gi for mi, gi in zip(m, g)]
         v = [b2 * vi + (1 - b2) * gi * gi for vi, gi in zip(v, g)]
-        u = [(mi / (1 - b1 ** t)) / (math.sqrt(vi / (1 - b2 ** t)) + eps) + wd * wi for mi, vi, wi in zip(m, v, w)]
+        u = [(mi / (1 - b1**t)) / (math.sqrt(vi / (1 - b2**t)) + eps) + wd * wi for mi, vi, wi in zip(m, v, w)]
         ratio = math.sqrt(sum(x * x for x in w)) / math.sqrt(sum(x * x for x in u))
         w = [wi - lr * ratio * ui for wi, ui in zip(w, u)]
         p.grad = torch.tensor(g, dtype=torch.float64)

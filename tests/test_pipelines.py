@@ -73,13 +73,23 @@ def dirs(tmp_path_factory, infer_tok) -> dict[str, Path]:
     torch.manual_seed(0)
     out["mlm"] = save(BertForMaskedLM(BertConfig.preset("tiny", vocab_size=V)), infer_tok, root / "mlm")
     out["pretrain"] = save(BertForPreTraining(BertConfig.preset("tiny", vocab_size=V)), infer_tok, root / "pretrain")
-    out["cls"] = save(BertForSequenceClassification(BertConfig.preset("tiny", vocab_size=V,
-                                                                      id2label={0: "neg", 1: "pos"})), infer_tok, root / "cls")
-    out["reg"] = save(BertForSequenceClassification(BertConfig.preset("tiny", vocab_size=V, num_labels=1,
-                                                                      problem_type="regression")), infer_tok, root / "reg")
-    out["multi"] = save(BertForSequenceClassification(BertConfig.preset(
-        "tiny", vocab_size=V, id2label={0: "a", 1: "b", 2: "c"}, problem_type="multi_label_classification")),
-        infer_tok, root / "multi")
+    out["cls"] = save(
+        BertForSequenceClassification(BertConfig.preset("tiny", vocab_size=V, id2label={0: "neg", 1: "pos"})),
+        infer_tok,
+        root / "cls",
+    )
+    out["reg"] = save(
+        BertForSequenceClassification(BertConfig.preset("tiny", vocab_size=V, num_labels=1, problem_type="regression")),
+        infer_tok,
+        root / "reg",
+    )
+    out["multi"] = save(
+        BertForSequenceClassification(
+            BertConfig.preset("tiny", vocab_size=V, id2label={0: "a", 1: "b", 2: "c"}, problem_type="multi_label_classification")
+        ),
+        infer_tok,
+        root / "multi",
+    )
     out["base"] = save(BertModel(BertConfig.preset("tiny", vocab_size=V)), infer_tok, root / "base")
     ids = infer_tok.vocab
     with torch.no_grad():
@@ -114,6 +124,7 @@ def read_jsonl(name: str) -> list[dict]:
 
 # ----------------------------------------------------------------------------- fill-mask
 
+
 def test_fill_mask_matches_the_model(dirs, infer_tok):
     pipe = clozeformer.pipeline("fill-mask", model=dirs["mlm"], top_k=4)
     model = BertForMaskedLM.from_pretrained(dirs["mlm"]).eval()
@@ -126,7 +137,7 @@ def test_fill_mask_matches_the_model(dirs, infer_tok):
         positions = [i for i, t in enumerate(enc.input_ids) if t == infer_tok.mask_token_id]
         assert len(res["masks"]) == len(positions) == text.count("[MASK]")
         for pos, m in zip(positions, res["masks"]):
-            assert text[m["start"]:m["end"]] == "[MASK]"
+            assert text[m["start"] : m["end"]] == "[MASK]"
             want_p, want_i = logits[pos].softmax(-1).topk(4)
             assert [c["token_id"] for c in m["candidates"]] == want_i.tolist()
             np.testing.assert_allclose([c["score"] for c in m["candidates"]], want_p.numpy(), rtol=1e-5, atol=1e-6)
@@ -172,18 +183,23 @@ def test_fill_mask_errors(dirs):
 
 # ----------------------------------------------------------------------------- classify
 
+
 def test_classify_probabilities_pairs_and_padding_invariance(dirs, infer_tok):
     pipe = pipeline("classify", dirs["cls"], batch_size=3)
     model = BertForSequenceClassification.from_pretrained(dirs["cls"]).eval()
-    items = ["good movie", ("a good movie", "it was very bad"), {"text": "bad", "text_pair": "not good"},
-             "the film was long and really boring but the book was fun to read", "nice"]
+    items = [
+        "good movie",
+        ("a good movie", "it was very bad"),
+        {"text": "bad", "text_pair": "not good"},
+        "the film was long and really boring but the book was fun to read",
+        "nice",
+    ]
     results = pipe(items)
     for item, res in zip(items, results):
         assert set(res["scores"]) == {"neg", "pos"}
         assert abs(sum(res["scores"].values()) - 1.0) < 1e-6
         assert res["label"] == max(res["scores"], key=res["scores"].get) and res["score"] == res["scores"][res["label"]]
-        a, b = (item, None) if isinstance(item, str) else (item if isinstance(item, tuple) else
-                                                          (item["text"], item["text_pair"]))
+        a, b = (item, None) if isinstance(item, str) else (item if isinstance(item, tuple) else (item["text"], item["text_pair"]))
         enc = infer_tok.encode(a, b)
         assert (b is not None) == (1 in enc.token_type_ids)
         with torch.no_grad():  # one unpadded row: batching and padding must not change the result
@@ -214,6 +230,7 @@ def test_classify_bad_inputs(dirs):
 
 
 # ----------------------------------------------------------------------------- embed + index
+
 
 def test_embed_pooling_normalisation_and_batching(dirs, infer_tok):
     texts = ["good movie", "the cat sat on the mat", "我昨天去了商店", "john"]
@@ -259,13 +276,14 @@ def test_index_build_save_load_search(dirs, tmp_path):
 
 # ----------------------------------------------------------------------------- qa
 
+
 def test_qa_exact_offsets_on_fixtures(dirs):
     pipe = pipeline("qa", dirs["qa"])
     cases = read_jsonl("infer_qa.jsonl")
     results = pipe([{"question": c["question"], "context": c["context"]} for c in cases])
     for case, res in zip(cases, results):
         assert (res["answer"], res["start"], res["end"]) == (case["answer"], case["start"], case["end"])
-        assert case["context"][res["start"]:res["end"]] == res["answer"]
+        assert case["context"][res["start"] : res["end"]] == res["answer"]
         assert 0.5 < res["score"] <= 1.0 and res["windows"] == 1 and res["truncated"] is False
 
 
@@ -304,27 +322,38 @@ def test_qa_no_answer_when_cls_beats_every_span(dirs, infer_tok, tmp_path, capsy
     no_answer = "He works as a baker and reads a book every day."
     strict = pipeline("qa", qa_dir, allow_no_answer=True)
     assert strict((question, "He lives in Paris.")) | {"score": 0} == {
-        "answer": "Paris", "start": 12, "end": 17, "score": 0, "windows": 1, "truncated": False}
+        "answer": "Paris",
+        "start": 12,
+        "end": 17,
+        "score": 0,
+        "windows": 1,
+        "truncated": False,
+    }
     res = strict((question, no_answer))
     assert (res["answer"], res["start"], res["end"]) == ("", 0, 0) and res["score"] > 0.5
     assert pipeline("qa", qa_dir)((question, no_answer))["answer"] != ""  # the default always answers
     windowed = pipeline("qa", qa_dir, allow_no_answer=True, max_length=32, doc_stride=8, max_question_length=10)
     res = windowed((question, no_answer * 6 + "Then he moved to Paris. " + no_answer * 2))
     assert res["answer"] == "Paris" and res["windows"] > 3  # an answer in one window beats [CLS] in all
-    code, out, _ = run_cli(["qa", "--model", str(qa_dir), "--question", question, "--context", no_answer,
-                            "--allow-no-answer"], capsys)
+    code, out, _ = run_cli(
+        ["qa", "--model", str(qa_dir), "--question", question, "--context", no_answer, "--allow-no-answer"], capsys
+    )
     assert code == 0 and out.startswith("(no answer)")
 
 
 # ----------------------------------------------------------------------------- ner
+
 
 def test_ner_long_texts_are_windowed_not_truncated(dirs):
     sentence = "John Smith met Johnson in New York and Paris. "
     text = sentence * 6
     whole = pipeline("ner", dirs["ner"])(text)
     assert whole["windows"] == 1
-    expected = [(e["type"], e["text"], e["start"] + k * len(sentence), e["end"] + k * len(sentence))
-                for k in range(6) for e in read_jsonl("infer_ner.jsonl")[0]["entities"]]
+    expected = [
+        (e["type"], e["text"], e["start"] + k * len(sentence), e["end"] + k * len(sentence))
+        for k in range(6)
+        for e in read_jsonl("infer_ner.jsonl")[0]["entities"]
+    ]
     assert [(e["type"], e["text"], e["start"], e["end"]) for e in whole["entities"]] == expected
     for stride in (0, 3, 7):
         res = pipeline("ner", dirs["ner"], max_length=16, stride=stride)(text)
@@ -357,14 +386,22 @@ def test_ner_exact_entities_on_fixtures(dirs):
 
 
 def test_iob2_grouping_rules():
-    words = [("B-PER", 0.9, 0, 4), ("I-PER", 0.7, 5, 10), ("B-PER", 0.8, 11, 15), ("I-LOC", 0.6, 16, 20),
-             ("O", 0.99, 21, 22), ("I-LOC", 0.5, 23, 25), ("I-LOC", 0.7, 26, 28), ("MISC", 0.4, 29, 30)]
+    words = [
+        ("B-PER", 0.9, 0, 4),
+        ("I-PER", 0.7, 5, 10),
+        ("B-PER", 0.8, 11, 15),
+        ("I-LOC", 0.6, 16, 20),
+        ("O", 0.99, 21, 22),
+        ("I-LOC", 0.5, 23, 25),
+        ("I-LOC", 0.7, 26, 28),
+        ("MISC", 0.4, 29, 30),
+    ]
     got = [(e["type"], e["start"], e["end"], round(e["score"], 3)) for e in group_entities(words)]
-    assert got == [("PER", 0, 10, 0.8), ("PER", 11, 15, 0.8), ("LOC", 16, 20, 0.6), ("LOC", 23, 28, 0.6),
-                   ("MISC", 29, 30, 0.4)]
+    assert got == [("PER", 0, 10, 0.8), ("PER", 11, 15, 0.8), ("LOC", 16, 20, 0.6), ("LOC", 23, 28, 0.6), ("MISC", 29, 30, 0.4)]
 
 
 # ----------------------------------------------------------------------------- CLI verbs
+
 
 def run_cli(argv: list[str], capsys) -> tuple[int, str, str]:
     code = cli_main(argv)
@@ -373,8 +410,9 @@ def run_cli(argv: list[str], capsys) -> tuple[int, str, str]:
 
 
 def test_cli_fill_mask_and_classify(dirs, tmp_path, capsys):
-    code, out, err = run_cli(["fill-mask", "--model", str(dirs["mlm"]), "--json", "--top-k", "2",
-                              "The cat sat on the [MASK].", ZH], capsys)
+    code, out, err = run_cli(
+        ["fill-mask", "--model", str(dirs["mlm"]), "--json", "--top-k", "2", "The cat sat on the [MASK].", ZH], capsys
+    )
     assert code == 0 and "FillMaskConfig" in err
     rows = [json.loads(line) for line in out.splitlines()]
     assert [r["text"] for r in rows] == ["The cat sat on the [MASK].", ZH]
@@ -383,8 +421,9 @@ def test_cli_fill_mask_and_classify(dirs, tmp_path, capsys):
     src = tmp_path / "in.jsonl"
     src.write_text('{"id": 7, "text": "good movie"}\n\n{"text": "bad", "text_pair": "film"}\n', encoding="utf-8")
     dest = tmp_path / "out.jsonl"
-    code, out, err = run_cli(["classify", "--model", str(dirs["cls"]), "--input", str(src), "--json",
-                              "--output", str(dest), "--no-progress"], capsys)
+    code, out, err = run_cli(
+        ["classify", "--model", str(dirs["cls"]), "--input", str(src), "--json", "--output", str(dest), "--no-progress"], capsys
+    )
     assert code == 0 and out == ""
     rows = [json.loads(line) for line in dest.read_text(encoding="utf-8").splitlines()]
     assert rows[0]["id"] == 7 and rows[1]["text_pair"] == "film" and {"label", "scores"} <= set(rows[0])
@@ -396,19 +435,34 @@ def test_cli_fill_mask_and_classify(dirs, tmp_path, capsys):
 
 def test_cli_qa_ner_embed_search(dirs, tmp_path, capsys):
     case = read_jsonl("infer_qa.jsonl")[0]
-    code, out, _ = run_cli(["qa", "--model", str(dirs["qa"]), "--question", case["question"],
-                            "--context", case["context"], "--json"], capsys)
+    code, out, _ = run_cli(
+        ["qa", "--model", str(dirs["qa"]), "--question", case["question"], "--context", case["context"], "--json"], capsys
+    )
     assert code == 0 and json.loads(out)["answer"] == "Paris"
     code, out, _ = run_cli(["ner", "--model", str(dirs["ner"]), "John Smith lives in Paris."], capsys)
     assert code == 0 and "PER\tJohn Smith" in out and "LOC\tParis" in out
 
     corpus = tmp_path / "corpus.txt"
     corpus.write_text("good movie\nthe cat sat on the mat\njohn lives in paris\n", encoding="utf-8")
-    code, out, _ = run_cli(["embed", "--model", str(dirs["base"]), "--build-index", str(tmp_path / "idx"),
-                            "--input", str(corpus), "--pooling", "mean", "--no-progress"], capsys)
+    code, out, _ = run_cli(
+        [
+            "embed",
+            "--model",
+            str(dirs["base"]),
+            "--build-index",
+            str(tmp_path / "idx"),
+            "--input",
+            str(corpus),
+            "--pooling",
+            "mean",
+            "--no-progress",
+        ],
+        capsys,
+    )
     assert code == 0 and "indexed 3 texts" in out
-    code, out, _ = run_cli(["search", "--index", str(tmp_path / "idx"), "--json", "--top-k", "2",
-                            "the cat sat on the mat"], capsys)
+    code, out, _ = run_cli(
+        ["search", "--index", str(tmp_path / "idx"), "--json", "--top-k", "2", "the cat sat on the mat"], capsys
+    )
     row = json.loads(out)
     assert code == 0 and row["hits"][0]["text"] == "the cat sat on the mat" and len(row["hits"]) == 2
     code, out, _ = run_cli(["embed", "--model", str(dirs["base"]), "--json", "hello"], capsys)

@@ -48,13 +48,27 @@ def env(tmp_path_factory):
     (tok_dir / "tokenizer_config.json").write_text(json.dumps({"do_lower_case": True}))
     big = root / "big.txt.gz"
     small = root / "small.txt.gz"
-    return {"root": root, "tok": tok_dir, "big": big, "big_docs": write_corpus(big, 6000),
-            "small": small, "small_docs": write_corpus(small, 500, seed=1)}
+    return {
+        "root": root,
+        "tok": tok_dir,
+        "big": big,
+        "big_docs": write_corpus(big, 6000),
+        "small": small,
+        "small_docs": write_corpus(small, 500, seed=1),
+    }
 
 
 def run(env, out: str, **kw) -> tuple[Path, dict]:
-    cfg = dict(input=[str(env["small"])], tokenizer=str(env["tok"]), out=str(env["root"] / out), seq_len=32,
-               workers=0, min_doc_chars=0, val_fraction=0.1, progress=False)
+    cfg = dict(
+        input=[str(env["small"])],
+        tokenizer=str(env["tok"]),
+        out=str(env["root"] / out),
+        seq_len=32,
+        workers=0,
+        min_doc_chars=0,
+        val_fraction=0.1,
+        progress=False,
+    )
     cfg.update(kw)
     manifest = prepare(PrepareConfig(**cfg))
     return Path(cfg["out"]), manifest
@@ -66,7 +80,7 @@ def sequences(data_dir: Path, split: str, key: str = "tokens") -> list[np.ndarra
     for sh in m["splits"][split]["shards"]:
         toks = np.load(data_dir / sh[key])
         offs = np.load(data_dir / sh["offsets"])
-        out.extend(toks[offs[i]:offs[i + 1]] for i in range(len(offs) - 1))
+        out.extend(toks[offs[i] : offs[i + 1]] for i in range(len(offs) - 1))
     return out
 
 
@@ -85,10 +99,12 @@ def test_packed_builder_exact():
     out += b.add_document([_arr(20), _arr(21, 22, 23)])  # no room for the boundary [SEP]: new sequence
     out += b.add_document([_arr(30, 31, 32, 33, 34, 35, 36, 37, 38)])  # [SEP] joins documents; too long: cut
     out += b.finish()
-    assert [o.tokens.tolist() for o in out] == [[1, 10, 11, 12, 13, 14, 2],
-                                                [1, 20, 21, 22, 23, 2, 30, 2],
-                                                [1, 31, 32, 33, 34, 35, 36, 2],
-                                                [1, 37, 38, 2]]
+    assert [o.tokens.tolist() for o in out] == [
+        [1, 10, 11, 12, 13, 14, 2],
+        [1, 20, 21, 22, 23, 2, 30, 2],
+        [1, 31, 32, 33, 34, 35, 36, 2],
+        [1, 37, 38, 2],
+    ]
     b = PackedBuilder(seq_len=8, cls_id=1, sep_id=2)
     out = list(b.add_document([_arr(10, 11, 12, 13), _arr(14, 15, 16)])) + list(b.finish())
     assert [o.tokens.tolist() for o in out] == [[1, 10, 11, 12, 13, 2], [1, 14, 15, 16, 2]]  # whole sentences move
@@ -110,7 +126,7 @@ def test_nsp_builder_pairs_come_from_the_right_documents():
     for d, inst in instances:
         t = inst.tokens.astype(np.int64)
         assert t[0] == 1 and t[-1] == 2 and t[inst.b_start - 1] == 2 and len(t) <= 24
-        a, bb = t[1:inst.b_start - 1], t[inst.b_start:-1]
+        a, bb = t[1 : inst.b_start - 1], t[inst.b_start : -1]
         assert len(a) >= 1 and len(bb) >= 1 and (t[1:-1] != 2).sum() == len(t) - 3
         assert (a // 1000 == d + 1).all()  # A always from the current document, in order
         assert (np.diff(a) == 1).all()
@@ -215,8 +231,18 @@ def test_uint32_for_large_vocabs(tmp_path, env):
     (tok_dir / "vocab.txt").write_text("\n".join(VOCAB + extra) + "\n")
     text = tmp_path / "t.txt"
     text.write_text("x69000 x10 bala.\nx5 x6.\n\nx7 x65600.\n")
-    m = prepare(PrepareConfig(input=[str(text)], tokenizer=str(tok_dir), out=str(tmp_path / "o"), seq_len=16,
-                              workers=0, min_doc_chars=0, val_fraction=0.0, progress=False))
+    m = prepare(
+        PrepareConfig(
+            input=[str(text)],
+            tokenizer=str(tok_dir),
+            out=str(tmp_path / "o"),
+            seq_len=16,
+            workers=0,
+            min_doc_chars=0,
+            val_fraction=0.0,
+            progress=False,
+        )
+    )
     assert m["token_dtype"] == "uint32"
     seq = sequences(tmp_path / "o", "train")[0]
     ids = (len(VOCAB) + 69000, len(VOCAB) + 65600)  # ids past 65,535 survive
@@ -229,19 +255,48 @@ def test_all_formats_through_prepare(tmp_path):
     for p in FIXTURES.glob("corpus_*"):
         shutil.copy(p, corpus / p.name)
     shutil.copy(FIXTURES / "tok_vocab.txt", tmp_path / "vocab.txt")
-    m = prepare(PrepareConfig(input=[str(corpus)], tokenizer=str(tmp_path / "vocab.txt"), out=str(tmp_path / "o"),
-                              seq_len=16, workers=0, min_doc_chars=0, val_fraction=0.0, progress=False))
-    assert m["reader"]["formats"] == {"bert": 1, "jsonl": 1, "lines": 1, "paragraph": 1, "wikiextractor": 1,
-                                      "wikitext": 1}
+    m = prepare(
+        PrepareConfig(
+            input=[str(corpus)],
+            tokenizer=str(tmp_path / "vocab.txt"),
+            out=str(tmp_path / "o"),
+            seq_len=16,
+            workers=0,
+            min_doc_chars=0,
+            val_fraction=0.0,
+            progress=False,
+        )
+    )
+    assert m["reader"]["formats"] == {"bert": 1, "jsonl": 1, "lines": 1, "paragraph": 1, "wikiextractor": 1, "wikitext": 1}
     assert m["num_train"] > 5 and m["documents"]["train"] == m["reader"]["kept"] == 12
 
 
 # ----------------------------------------------------------------------------- CLI and bad input
 def test_cli_prepare_and_flags(env, capsys):
     out = env["root"] / "cli"
-    rc = cli_main(["prepare", "--input", str(env["small"]), "--tokenizer", str(env["tok"]), "--out", str(out),
-                   "--seq-len", "32", "--nsp", "--workers", "0", "--min-doc-chars", "0", "--val-fraction", "0.2",
-                   "--seed", "3", "--no-progress"])
+    rc = cli_main(
+        [
+            "prepare",
+            "--input",
+            str(env["small"]),
+            "--tokenizer",
+            str(env["tok"]),
+            "--out",
+            str(out),
+            "--seq-len",
+            "32",
+            "--nsp",
+            "--workers",
+            "0",
+            "--min-doc-chars",
+            "0",
+            "--val-fraction",
+            "0.2",
+            "--seed",
+            "3",
+            "--no-progress",
+        ]
+    )
     assert rc == 0
     text = capsys.readouterr().out
     assert "== PrepareConfig ==" in text and "mode" in text and "wrote" in text
@@ -249,15 +304,18 @@ def test_cli_prepare_and_flags(env, capsys):
     assert m["mode"] == "nsp" and m["settings"]["seed"] == 3 and m["num_val"] > 0
 
 
-@pytest.mark.parametrize("setup,args,message", [
-    (None, ["--input", "{tmp}/missing.txt"], "missing.txt: no such file or directory"),
-    ("empty", ["--input", "{tmp}/empty.txt"], "empty.txt: file is empty"),
-    ("binary", ["--input", "{tmp}/data.bin"], "data.bin: looks like a binary file"),
-    ("short", ["--input", "{tmp}/short.txt", "--min-doc-chars", "1000"], "no documents left after reading and filtering"),
-    ("short", ["--input", "{tmp}/short.txt", "--dupe-factor", "3"], "--dupe-factor only makes sense with --static-masking"),
-    ("short", ["--input", "{tmp}/short.txt", "--val-fraction", "1.5"], "--val-fraction 1.5"),
-    ("short", ["--input", "{tmp}/short.txt", "--tokenizer", "{tmp}"], "no vocab.txt in this directory"),
-])
+@pytest.mark.parametrize(
+    "setup,args,message",
+    [
+        (None, ["--input", "{tmp}/missing.txt"], "missing.txt: no such file or directory"),
+        ("empty", ["--input", "{tmp}/empty.txt"], "empty.txt: file is empty"),
+        ("binary", ["--input", "{tmp}/data.bin"], "data.bin: looks like a binary file"),
+        ("short", ["--input", "{tmp}/short.txt", "--min-doc-chars", "1000"], "no documents left after reading and filtering"),
+        ("short", ["--input", "{tmp}/short.txt", "--dupe-factor", "3"], "--dupe-factor only makes sense with --static-masking"),
+        ("short", ["--input", "{tmp}/short.txt", "--val-fraction", "1.5"], "--val-fraction 1.5"),
+        ("short", ["--input", "{tmp}/short.txt", "--tokenizer", "{tmp}"], "no vocab.txt in this directory"),
+    ],
+)
 def test_cli_bad_input(env, tmp_path, capsys, setup, args, message):
     if setup == "empty":
         (tmp_path / "empty.txt").write_text("")
@@ -265,8 +323,9 @@ def test_cli_bad_input(env, tmp_path, capsys, setup, args, message):
         (tmp_path / "data.bin").write_bytes(bytes(range(256)) * 8)
     elif setup == "short":
         (tmp_path / "short.txt").write_text("A short doc.\n")
-    argv = ["prepare", "--tokenizer", str(env["tok"]), "--out", str(tmp_path / "out"), "--workers", "0",
-            "--no-progress"] + [a.format(tmp=tmp_path) for a in args]
+    argv = ["prepare", "--tokenizer", str(env["tok"]), "--out", str(tmp_path / "out"), "--workers", "0", "--no-progress"] + [
+        a.format(tmp=tmp_path) for a in args
+    ]
     rc = cli_main(argv)
     err = capsys.readouterr().err
     assert rc == 2 and err.startswith("error: ") and message in err, err

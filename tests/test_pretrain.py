@@ -27,20 +27,53 @@ def data(tmp_path_factory) -> dict[str, Path]:
     """A tiny WordPiece vocab trained on generated text, then packed and NSP shards (seq 32)."""
     root = tmp_path_factory.mktemp("pretrain_data")
     write_corpus(root / "corpus.txt", 300)
-    assert cli_main(["tokenizer", "train", "--input", str(root / "corpus.txt"), "--vocab-size", "120",
-                     "--num-unused", "0", "--out", str(root / "tok"), "--no-progress"]) == 0
+    assert (
+        cli_main(
+            [
+                "tokenizer",
+                "train",
+                "--input",
+                str(root / "corpus.txt"),
+                "--vocab-size",
+                "120",
+                "--num-unused",
+                "0",
+                "--out",
+                str(root / "tok"),
+                "--no-progress",
+            ]
+        )
+        == 0
+    )
     dirs = {}
     for mode in ("packed", "nsp"):
         dirs[mode] = root / mode
-        assert cli_main(["prepare", "--input", str(root / "corpus.txt"), "--tokenizer", str(root / "tok"),
-                         "--out", str(dirs[mode]), "--seq-len", "32", "--mode", mode, "--val-fraction", "0.05",
-                         "--no-progress"]) == 0
+        assert (
+            cli_main(
+                [
+                    "prepare",
+                    "--input",
+                    str(root / "corpus.txt"),
+                    "--tokenizer",
+                    str(root / "tok"),
+                    "--out",
+                    str(dirs[mode]),
+                    "--seq-len",
+                    "32",
+                    "--mode",
+                    mode,
+                    "--val-fraction",
+                    "0.05",
+                    "--no-progress",
+                ]
+            )
+            == 0
+        )
     return dirs
 
 
 def cfg_for(data_dir: Path, out: Path, **kw) -> PretrainConfig:
-    base = dict(data=str(data_dir), out=str(out), model="tiny", batch_size=8, lr=1e-3, progress=False,
-                tensorboard=False)
+    base = dict(data=str(data_dir), out=str(out), model="tiny", batch_size=8, lr=1e-3, progress=False, tensorboard=False)
     return PretrainConfig(**{**base, **kw})
 
 
@@ -50,13 +83,37 @@ def train_records(run: Path) -> list[dict]:
 
 # ----------------------------------------------------------------------------- end to end
 
+
 @pytest.mark.parametrize("positions", ["rotary", "absolute"])
 def test_cli_learns_logs_and_saves_an_hf_checkpoint(data, tmp_path, capsys, positions):
     out = tmp_path / "run"
-    rc = cli_main(["pretrain", "--data", str(data["packed"]), "--model", "tiny", "--out", str(out),
-                   "--max-steps", "40", "--batch-size", "16", "--lr", "3e-3", "--warmup-steps", "5",
-                   "--eval-every", "20", "--save-every", "20", "--no-progress", "--no-tensorboard",
-                   "--position-embedding-type", positions])
+    rc = cli_main(
+        [
+            "pretrain",
+            "--data",
+            str(data["packed"]),
+            "--model",
+            "tiny",
+            "--out",
+            str(out),
+            "--max-steps",
+            "40",
+            "--batch-size",
+            "16",
+            "--lr",
+            "3e-3",
+            "--warmup-steps",
+            "5",
+            "--eval-every",
+            "20",
+            "--save-every",
+            "20",
+            "--no-progress",
+            "--no-tensorboard",
+            "--position-embedding-type",
+            positions,
+        ]
+    )
     assert rc == 0
     stdout = capsys.readouterr().out
     assert "== PretrainConfig (resolved) ==" in stdout and re.search(r"^  max_steps += 40$", stdout, re.M)
@@ -98,7 +155,11 @@ def test_recipe_fills_what_the_user_left_unset():
     assert resolved(model="base") == (1e-4, 0, None, "absolute")  # BERT's
     assert resolved(model="tiny", init_from="ckpt") == (1e-4, 0, None, None)  # the checkpoint decides
     assert resolved(model="tiny", lr=5e-4, warmup_steps=7, dropout=0.1, position_embedding_type="absolute") == (
-        5e-4, 7, 0.1, "absolute")  # what the user sets wins
+        5e-4,
+        7,
+        0.1,
+        "absolute",
+    )  # what the user sets wins
     with pytest.raises(ClozeformerError, match="position-embedding-type"):
         PretrainConfig(data="d", out="o", max_steps=1, position_embedding_type="relative")
 
@@ -108,8 +169,7 @@ def test_masking_flags_reach_the_loader(data, tmp_path):
     from clozeformer.train import distributed
     from clozeformer.train.loop import Trainer
 
-    cfg = cfg_for(data["packed"], tmp_path / "run", max_steps=1, mlm_probability=0.4, mask_token_prob=1.0,
-                  random_token_prob=0.0)
+    cfg = cfg_for(data["packed"], tmp_path / "run", max_steps=1, mlm_probability=0.4, mask_token_prob=1.0, random_token_prob=0.0)
     trainer = Trainer(cfg, distributed.DistInfo())
     chosen = shown_mask = 0
     for _, batch in zip(range(5), trainer.loader):
@@ -127,8 +187,7 @@ def test_position_type_must_match_an_init_checkpoint(data, tmp_path):
     pretrain(cfg_for(data["packed"], tmp_path / "a", max_steps=1, position_embedding_type="absolute"))
     ckpt = tmp_path / "a" / "checkpoints" / "step-000001"
     with pytest.raises(ClozeformerError, match="does not match"):
-        pretrain(cfg_for(data["packed"], tmp_path / "b", max_steps=1, init_from=str(ckpt),
-                         position_embedding_type="rotary"))
+        pretrain(cfg_for(data["packed"], tmp_path / "b", max_steps=1, init_from=str(ckpt), position_embedding_type="rotary"))
 
 
 def test_mlm_nsp_objective_on_nsp_data(data, tmp_path):
@@ -143,7 +202,8 @@ def test_mlm_nsp_objective_on_nsp_data(data, tmp_path):
     # the encoder), read back by clozeformer as its BertForPreTraining
     assert config["architectures"] == ["RoFormerForPreTraining"] and config["model_type"] == "roformer"
     assert BertConfig.from_json_file(out / "checkpoints" / "step-000004" / "config.json").extra["architectures"] == [
-        "BertForPreTraining"]
+        "BertForPreTraining"
+    ]
 
 
 def test_grad_accum_matches_one_big_batch(data, tmp_path):
@@ -157,20 +217,30 @@ def test_grad_accum_matches_one_big_batch(data, tmp_path):
 
 # ----------------------------------------------------------------------------- user errors
 
+
 def test_clear_errors_for_bad_setups(data, tmp_path, capsys):
     base = ["pretrain", "--data", str(data["packed"]), "--out", str(tmp_path / "r"), "--no-progress"]
     assert cli_main(base + ["--max-steps", "2", "--objective", "mlm_nsp"]) == 2
     assert "needs NSP data" in capsys.readouterr().err
     model_json = tmp_path / "model.json"
-    model_json.write_text(json.dumps({"model_type": "bert", "vocab_size": 999, "hidden_size": 32,
-                                      "num_hidden_layers": 1, "num_attention_heads": 2, "intermediate_size": 64}))
+    model_json.write_text(
+        json.dumps(
+            {
+                "model_type": "bert",
+                "vocab_size": 999,
+                "hidden_size": 32,
+                "num_hidden_layers": 1,
+                "num_attention_heads": 2,
+                "intermediate_size": 64,
+            }
+        )
+    )
     assert cli_main(base + ["--max-steps", "2", "--config", str(model_json)]) == 2
     err = capsys.readouterr().err
     assert "model vocab_size 999" in err and "data vocab_size 120" in err and str(model_json) in err
     assert cli_main(base) == 2
     assert "set a budget" in capsys.readouterr().err
-    assert cli_main(["pretrain", "--data", str(tmp_path / "missing"), "--out", str(tmp_path / "r"),
-                     "--max-steps", "1"]) == 2
+    assert cli_main(["pretrain", "--data", str(tmp_path / "missing"), "--out", str(tmp_path / "r"), "--max-steps", "1"]) == 2
     assert "no such data directory" in capsys.readouterr().err
 
 
@@ -178,8 +248,7 @@ def test_config_file_and_flags(data, tmp_path):
     run_cfg = tmp_path / "run.yaml"
     run_cfg.write_text(f"data: {data['packed']}\nmax_steps: 2\nbatch_size: 4\nlr: 0.002\n")
     out = tmp_path / "run"
-    assert cli_main(["pretrain", "--config-file", str(run_cfg), "--out", str(out), "--batch-size", "8",
-                     "--no-progress"]) == 0
+    assert cli_main(["pretrain", "--config-file", str(run_cfg), "--out", str(out), "--batch-size", "8", "--no-progress"]) == 0
     saved = json.loads((out / "pretrain_config.json").read_text())
     assert (saved["max_steps"], saved["batch_size"], saved["lr"]) == (2, 8, 0.002)  # flags win over the file
 
@@ -199,6 +268,7 @@ def test_auto_resume_and_no_resume(data, tmp_path, capsys):
 
 # ----------------------------------------------------------------------------- budgets
 
+
 def test_token_budget(data, tmp_path):
     summary = pretrain(cfg_for(data["packed"], tmp_path / "run", max_tokens=1000))  # 256 tokens/step
     assert summary["step"] == 4 and summary["tokens"] == 1024
@@ -206,8 +276,17 @@ def test_token_budget(data, tmp_path):
 
 def test_time_budget_estimates_the_horizon_and_saves_by_the_clock(data, tmp_path):
     out = tmp_path / "run"
-    summary = pretrain(cfg_for(data["packed"], out, max_time=0.04, eval_every=0, warmup_steps=0,  # 2.4 s
-                               save_every_minutes=0.01, keep_last=100))  # a checkpoint every 0.6 s
+    summary = pretrain(
+        cfg_for(
+            data["packed"],
+            out,
+            max_time=0.04,
+            eval_every=0,
+            warmup_steps=0,  # 2.4 s
+            save_every_minutes=0.01,
+            keep_last=100,
+        )
+    )  # a checkpoint every 0.6 s
     recs = train_records(out)
     assert summary["stopped_by"] == "budget" and summary["elapsed_s"] >= 2.4
     assert len(recs) > 10
@@ -218,6 +297,7 @@ def test_time_budget_estimates_the_horizon_and_saves_by_the_clock(data, tmp_path
 
 
 # ----------------------------------------------------------------------------- NaN / Inf guard
+
 
 def poison(monkeypatch, bad_calls: set[int], where: str = "loss") -> None:
     """Make the training forward's loss NaN (or one gradient Inf) on the given call numbers."""
@@ -235,6 +315,7 @@ def poison(monkeypatch, bad_calls: set[int], where: str = "loss") -> None:
                     w = self.bert.embeddings.LayerNorm.weight
                     out.loss = out.loss + torch.sqrt(w - w.detach()).sum()
         return out
+
     monkeypatch.setattr(BertForMaskedLM, "forward", forward)
 
 
@@ -268,6 +349,7 @@ def test_consecutive_bad_steps_stop_with_last_good_checkpoint(data, tmp_path, mo
 
 
 # ----------------------------------------------------------------------------- precision, init, plot
+
 
 def test_precision_choice(monkeypatch):
     cpu = torch.device("cpu")
@@ -309,8 +391,7 @@ def test_plot_writes_pngs(data, tmp_path, capsys):
     from clozeformer.train.plot import validation_by_minutes
 
     pts = validation_by_minutes(other)
-    assert [round(p[1], 6) for p in pts] == [round(r["val_mlm_loss"], 6) for r in read_metrics(other)
-                                             if r["kind"] == "eval"]
+    assert [round(p[1], 6) for p in pts] == [round(r["val_mlm_loss"], 6) for r in read_metrics(other) if r["kind"] == "eval"]
     assert all(0 < a[0] <= b[0] for a, b in zip(pts, pts[1:]))  # minutes increase with the step
     assert cli_main(["plot", str(out), "--compare", str(other), "--out", str(tmp_path / "cmp")]) == 0
     for name in ("val_loss", "val_acc"):
@@ -333,14 +414,74 @@ def test_mlm_objective_on_nsp_data_trains_and_evaluates(tmp_path):
         docs.append("\n".join(sents))
     corpus.write_text("\n\n".join(docs) + "\n", encoding="utf-8")
     vocab = tmp_path / "tok"
-    assert cli_main(["tokenizer", "train", "--input", str(corpus), "--vocab-size", "120", "--num-unused", "0",
-                     "--out", str(vocab), "--no-progress"]) == 0
+    assert (
+        cli_main(
+            [
+                "tokenizer",
+                "train",
+                "--input",
+                str(corpus),
+                "--vocab-size",
+                "120",
+                "--num-unused",
+                "0",
+                "--out",
+                str(vocab),
+                "--no-progress",
+            ]
+        )
+        == 0
+    )
     data = tmp_path / "data"
-    assert cli_main(["prepare", "--input", str(corpus), "--format", "bert", "--tokenizer", str(vocab), "--out", str(data),
-                     "--seq-len", "32", "--mode", "nsp", "--val-fraction", "0.1", "--min-doc-chars", "0",
-                     "--workers", "0", "--no-progress"]) == 0
+    assert (
+        cli_main(
+            [
+                "prepare",
+                "--input",
+                str(corpus),
+                "--format",
+                "bert",
+                "--tokenizer",
+                str(vocab),
+                "--out",
+                str(data),
+                "--seq-len",
+                "32",
+                "--mode",
+                "nsp",
+                "--val-fraction",
+                "0.1",
+                "--min-doc-chars",
+                "0",
+                "--workers",
+                "0",
+                "--no-progress",
+            ]
+        )
+        == 0
+    )
     run = tmp_path / "run"
-    assert cli_main(["pretrain", "--data", str(data), "--model", "tiny", "--out", str(run), "--max-steps", "3",
-                     "--batch-size", "4", "--eval-every", "3", "--no-progress", "--no-tensorboard"]) == 0
+    assert (
+        cli_main(
+            [
+                "pretrain",
+                "--data",
+                str(data),
+                "--model",
+                "tiny",
+                "--out",
+                str(run),
+                "--max-steps",
+                "3",
+                "--batch-size",
+                "4",
+                "--eval-every",
+                "3",
+                "--no-progress",
+                "--no-tensorboard",
+            ]
+        )
+        == 0
+    )
     evals = [r for r in map(_json.loads, (run / "metrics.jsonl").read_text().splitlines()) if "val_mlm_acc" in r]
     assert evals and "val_nsp_acc" not in evals[-1]

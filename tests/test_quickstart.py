@@ -15,9 +15,27 @@ def test_quickstart_runs_end_to_end_and_writes_only_under_out(tmp_path):
     cwd.mkdir()
     out = tmp_path / "qs"
     env = dict(os.environ, HOME=str(tmp_path / "home"), OMP_NUM_THREADS="2")
-    r = subprocess.run([sys.executable, "-m", "clozeformer", "quickstart", "--out", str(out), "--minutes", "0.15",
-                        "--finetune-minutes", "0.1", "--vocab-size", "6000"],
-                       cwd=cwd, env=env, capture_output=True, text=True, timeout=600)
+    r = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "clozeformer",
+            "quickstart",
+            "--out",
+            str(out),
+            "--minutes",
+            "0.15",
+            "--finetune-minutes",
+            "0.1",
+            "--vocab-size",
+            "6000",
+        ],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert r.returncode == 0, r.stderr[-3000:]
     assert "cloze test with a random" in r.stdout and "from pretrained: dev accuracy" in r.stdout
     assert "from scratch: dev accuracy" in r.stdout

@@ -20,37 +20,52 @@ def docs_of(path, **kw) -> tuple[list[list[str]], CorpusReader]:
 
 
 # ----------------------------------------------------------------------------- sentence splitting
-@pytest.mark.parametrize("text,expected", [
-    ("Hello there. How are you? Fine!", ["Hello there.", "How are you?", "Fine!"]),
-    ("Mr. Smith met Dr. Jones. They talked.", ["Mr. Smith met Dr. Jones.", "They talked."]),
-    ("J. R. R. Tolkien wrote it. It sold.", ["J. R. R. Tolkien wrote it.", "It sold."]),
-    ("The U.S. Army came. It left at 3 p.m. Then rain.", ["The U.S. Army came.", "It left at 3 p.m. Then rain."]),
-    ('"Is it?" she asked. "Yes." He nodded.', ['"Is it?" she asked.', '"Yes."', "He nodded."]),
-    ("It was No. 5 on the list. Version 2.0 shipped in 2019. Good.",
-     ["It was No. 5 on the list.", "Version 2.0 shipped in 2019.", "Good."]),
-    ("Wait... what? no way.", ["Wait... what? no way."]),  # lowercase after ? : not a boundary
-    ("He paid $3.50 for it (a lot). Then he left.", ["He paid $3.50 for it (a lot).", "Then he left."]),
-    ("今天天气很好。我们去公园吧！你呢？", ["今天天气很好。", "我们去公园吧！", "你呢？"]),
-    ("他说：“好的。”然后走了。", ["他说：“好的。”", "然后走了。"]),
-    ("  ", []),
-])
+@pytest.mark.parametrize(
+    "text,expected",
+    [
+        ("Hello there. How are you? Fine!", ["Hello there.", "How are you?", "Fine!"]),
+        ("Mr. Smith met Dr. Jones. They talked.", ["Mr. Smith met Dr. Jones.", "They talked."]),
+        ("J. R. R. Tolkien wrote it. It sold.", ["J. R. R. Tolkien wrote it.", "It sold."]),
+        ("The U.S. Army came. It left at 3 p.m. Then rain.", ["The U.S. Army came.", "It left at 3 p.m. Then rain."]),
+        ('"Is it?" she asked. "Yes." He nodded.', ['"Is it?" she asked.', '"Yes."', "He nodded."]),
+        (
+            "It was No. 5 on the list. Version 2.0 shipped in 2019. Good.",
+            ["It was No. 5 on the list.", "Version 2.0 shipped in 2019.", "Good."],
+        ),
+        ("Wait... what? no way.", ["Wait... what? no way."]),  # lowercase after ? : not a boundary
+        ("He paid $3.50 for it (a lot). Then he left.", ["He paid $3.50 for it (a lot).", "Then he left."]),
+        ("今天天气很好。我们去公园吧！你呢？", ["今天天气很好。", "我们去公园吧！", "你呢？"]),
+        ("他说：“好的。”然后走了。", ["他说：“好的。”", "然后走了。"]),
+        ("  ", []),
+    ],
+)
 def test_split_sentences(text, expected):
     assert split_sentences(text) == expected
 
 
 # ----------------------------------------------------------------------------- formats
-@pytest.mark.parametrize("name,fmt", [("corpus_bert.txt", "bert"), ("corpus_gutenberg.txt", "paragraph"),
-                                      ("corpus_wiki.txt", "wikiextractor"), ("corpus_news.jsonl", "jsonl"),
-                                      ("corpus_wikitext.txt", "wikitext"), ("corpus_lines_zh.txt", "lines")])
+@pytest.mark.parametrize(
+    "name,fmt",
+    [
+        ("corpus_bert.txt", "bert"),
+        ("corpus_gutenberg.txt", "paragraph"),
+        ("corpus_wiki.txt", "wikiextractor"),
+        ("corpus_news.jsonl", "jsonl"),
+        ("corpus_wikitext.txt", "wikitext"),
+        ("corpus_lines_zh.txt", "lines"),
+    ],
+)
 def test_detect_format(name, fmt):
     assert detect_format((FIXTURES / name).read_text(encoding="utf-8")) == fmt
 
 
 def test_bert_format():
     docs, r = docs_of(FIXTURES / "corpus_bert.txt")
-    assert docs == [["The first document starts here.", "It has three sentences.", "This is the last one of document one."],
-                    ["Document two is short but has two lines.", "Here is its second sentence."],
-                    ["Third document, a single sentence."]]
+    assert docs == [
+        ["The first document starts here.", "It has three sentences.", "This is the last one of document one."],
+        ["Document two is short but has two lines.", "Here is its second sentence."],
+        ["Third document, a single sentence."],
+    ]
     assert r.stats.formats == {"bert": 1} and r.stats.documents == 3 == r.stats.kept
 
 
@@ -61,8 +76,9 @@ def test_paragraph_format_joins_wrapped_lines():
     assert sents[0] == "CHAPTER I."
     assert sents[1].startswith("Mr. Sherlock Holmes, who was usually very late in the mornings, save upon those")
     assert sents[1].endswith("was seated at the breakfast table.")
-    assert sents[2] == ("I stood upon the hearth-rug and picked up the stick which our visitor had left "
-                        "behind him the night before.")
+    assert sents[2] == (
+        "I stood upon the hearth-rug and picked up the stick which our visitor had left behind him the night before."
+    )
     assert sents[3] == '"Well, Watson, what do you make of it?"'
     assert sents[-2] == "He turned to Dr. Mortimer, who had arrived at 10 a.m. on the 3rd."
     assert sents[-1] == "Then he spoke."
@@ -80,16 +96,24 @@ def test_paragraph_documents_are_capped():
 
 def test_wikiextractor_format():
     docs, r = docs_of(FIXTURES / "corpus_wiki.txt")
-    assert docs == [["Alpha is the first letter of the Greek alphabet.", "It has a value of one.", "History.",
-                     "The letter was derived from the Phoenician aleph."],
-                    ["Beta is the second letter.", "Gamma is the third letter."]]  # titles dropped (unescaped &amp;)
+    assert docs == [
+        [
+            "Alpha is the first letter of the Greek alphabet.",
+            "It has a value of one.",
+            "History.",
+            "The letter was derived from the Phoenician aleph.",
+        ],
+        ["Beta is the second letter.", "Gamma is the third letter."],
+    ]  # titles dropped (unescaped &amp;)
     assert r.stats.documents == 3 and r.stats.too_short == 1  # the empty stub
 
 
 def test_jsonl_format_skips_malformed_and_duplicates():
     docs, r = docs_of(FIXTURES / "corpus_news.jsonl")
-    assert docs == [["Elections will be held on Sunday.", "Officials said so today.", "Turnout is expected to be high."],
-                    ["Stocks rose on Monday.", "Oil prices fell by 2 percent."]]
+    assert docs == [
+        ["Elections will be held on Sunday.", "Officials said so today.", "Turnout is expected to be high."],
+        ["Stocks rose on Monday.", "Oil prices fell by 2 percent."],
+    ]
     s = r.stats
     assert (s.documents, s.kept, s.too_short, s.duplicates, s.malformed) == (4, 2, 1, 1, 1)
     assert "skipped 1 malformed" in s.summary() and "1 duplicates" in s.summary()
@@ -104,15 +128,20 @@ def test_jsonl_without_text_field_is_an_error(tmp_path):
 
 def test_wikitext_format():
     docs, _ = docs_of(FIXTURES / "corpus_wikitext.txt")
-    assert docs == [["Homarus gammarus , known as the European lobster , is a species of [UNK] lobster .",
-                     "It may weigh 6,000 grams .", "The lobster is blue-green .", "It has two claws ."],
-                    ["This is the second article .", "It is short ."]]
+    assert docs == [
+        [
+            "Homarus gammarus , known as the European lobster , is a species of [UNK] lobster .",
+            "It may weigh 6,000 grams .",
+            "The lobster is blue-green .",
+            "It has two claws .",
+        ],
+        ["This is the second article .", "It is short ."],
+    ]
 
 
 def test_lines_format_chinese():
     docs, _ = docs_of(FIXTURES / "corpus_lines_zh.txt")
-    assert docs == [["今天天气很好。", "我们去公园散步吧！", "你觉得怎么样？", "“好的。”", "他说。"],
-                    ["第二个文档只有一句话。"]]
+    assert docs == [["今天天气很好。", "我们去公园散步吧！", "你觉得怎么样？", "“好的。”", "他说。"], ["第二个文档只有一句话。"]]
 
 
 def test_format_override():

@@ -18,8 +18,9 @@ import clozeformer.model as M  # noqa: E402
 from clozeformer.config import BertConfig  # noqa: E402
 from clozeformer.errors import ClozeformerError  # noqa: E402
 
-CFG = dict(vocab_size=500, hidden_size=32, num_hidden_layers=2, num_attention_heads=4, intermediate_size=64,
-           max_position_embeddings=64)
+CFG = dict(
+    vocab_size=500, hidden_size=32, num_hidden_layers=2, num_attention_heads=4, intermediate_size=64, max_position_embeddings=64
+)
 
 # our class -> transformers' class. RoFormer has no pretraining (NSP) class, and its multiple-choice
 # head summarises the LAST token (not [CLS]), so those two are clozeformer-only for rotary models.

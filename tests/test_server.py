@@ -40,13 +40,30 @@ class ServerProcess:
 
     def __init__(self, model_dir: Path, *flags: str) -> None:
         env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONUNBUFFERED="1")
-        cmd = [sys.executable, "-m", "clozeformer", "serve", "--model", str(model_dir), "--host", "127.0.0.1",
-               "--port", "0", "--log-level", "warning", "--threads", "1", *flags]
+        cmd = [
+            sys.executable,
+            "-m",
+            "clozeformer",
+            "serve",
+            "--model",
+            str(model_dir),
+            "--host",
+            "127.0.0.1",
+            "--port",
+            "0",
+            "--log-level",
+            "warning",
+            "--threads",
+            "1",
+            *flags,
+        ]
         self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
         self.lines: queue.Queue = queue.Queue()
         self.stderr: list[str] = []
-        self.pumps = [threading.Thread(target=self._pump, args=(self.proc.stdout, self.lines.put), daemon=True),
-                      threading.Thread(target=self._pump, args=(self.proc.stderr, self.stderr.append), daemon=True)]
+        self.pumps = [
+            threading.Thread(target=self._pump, args=(self.proc.stdout, self.lines.put), daemon=True),
+            threading.Thread(target=self._pump, args=(self.proc.stderr, self.stderr.append), daemon=True),
+        ]
         for t in self.pumps:
             t.start()
         deadline = time.time() + 90
@@ -105,12 +122,20 @@ def dirs(tmp_path_factory, tok) -> dict[str, Path]:
     root = tmp_path_factory.mktemp("serve_models")
     torch.manual_seed(0)
     out = {}
-    for name, model in (("mlm", BertForMaskedLM(BertConfig.preset("tiny", vocab_size=tok.vocab_size))),
-                        ("cls", BertForSequenceClassification(BertConfig.preset(
-                            "tiny", vocab_size=tok.vocab_size, id2label={0: "neg", 1: "pos"}))),
-                        ("qa", BertForQuestionAnswering(BertConfig.preset("tiny", vocab_size=tok.vocab_size))),
-                        ("ner", BertForTokenClassification(BertConfig.preset(
-                            "tiny", vocab_size=tok.vocab_size, id2label={0: "O", 1: "B-PER", 2: "I-PER"})))):
+    for name, model in (
+        ("mlm", BertForMaskedLM(BertConfig.preset("tiny", vocab_size=tok.vocab_size))),
+        (
+            "cls",
+            BertForSequenceClassification(BertConfig.preset("tiny", vocab_size=tok.vocab_size, id2label={0: "neg", 1: "pos"})),
+        ),
+        ("qa", BertForQuestionAnswering(BertConfig.preset("tiny", vocab_size=tok.vocab_size))),
+        (
+            "ner",
+            BertForTokenClassification(
+                BertConfig.preset("tiny", vocab_size=tok.vocab_size, id2label={0: "O", 1: "B-PER", 2: "I-PER"})
+            ),
+        ),
+    ):
         model.save_pretrained(root / name)
         tok.save(root / name)
         out[name] = root / name
@@ -119,8 +144,21 @@ def dirs(tmp_path_factory, tok) -> dict[str, Path]:
 
 @pytest.fixture(scope="module")
 def server(dirs):
-    s = ServerProcess(dirs["mlm"], "--max-wait-ms", "50", "--max-items", "8", "--max-chars", "200",
-                      "--max-body-bytes", "5000", "--top-k", "3", "--max-length", "16")
+    s = ServerProcess(
+        dirs["mlm"],
+        "--max-wait-ms",
+        "50",
+        "--max-items",
+        "8",
+        "--max-chars",
+        "200",
+        "--max-body-bytes",
+        "5000",
+        "--top-k",
+        "3",
+        "--max-length",
+        "16",
+    )
     yield s
     assert s.stop() in (0, -signal.SIGTERM)
     assert "Traceback" not in "".join(s.stderr)
@@ -144,25 +182,28 @@ def test_health_info_and_good_requests(server, dirs):
     assert long["truncated"] is True
 
 
-@pytest.mark.parametrize("path, body, status, fragment", [
-    ("/fill-mask", {"inputs": "no mask here"}, 422, "no [MASK]"),
-    ("/fill-mask", {"inputs": ["a [MASK]", ""]}, 422, "text is empty"),
-    ("/fill-mask", b"{not json", 422, "not valid JSON"),
-    ("/fill-mask", b"\xff\xfe", 422, "not valid JSON"),
-    ("/fill-mask", {"text": "a [MASK]"}, 422, "missing field 'inputs'"),
-    ("/fill-mask", [1, 2], 422, "must be a JSON object"),
-    ("/fill-mask", {"inputs": 5}, 422, "must be a string"),
-    ("/fill-mask", {"inputs": []}, 422, "empty list"),
-    ("/fill-mask", {"inputs": "[MASK]", "top_k": 10}, 422, "top_k must be"),
-    ("/fill-mask", {"inputs": ["[MASK]"] * 9}, 413, "9 items"),
-    ("/fill-mask", {"inputs": "[MASK] " + "x" * 300}, 413, "characters"),
-    ("/embed", b'{"inputs": "' + b"a " * 3000 + b'"}', 413, "request body"),
-    ("/classify", {"inputs": "good"}, 404, "no head for it"),
-    ("/fill-mask", b'{"inputs": "a [MASK] \\ud800"}', 422, "unpaired UTF-16 surrogate"),
-    ("/fill-mask", b'{"inputs": ["[MASK]", {"\\udfff": 1}]}', 422, "unpaired UTF-16 surrogate"),
-    ("/fill-mask", b"[" * 40 + b"]" * 40, 422, "deeper than 32"),
-    ("/fill-mask", b'{"inputs": "[MASK] [[[[ {{{{ \\" ]]"}', 200, None),  # brackets inside strings do not nest
-])
+@pytest.mark.parametrize(
+    "path, body, status, fragment",
+    [
+        ("/fill-mask", {"inputs": "no mask here"}, 422, "no [MASK]"),
+        ("/fill-mask", {"inputs": ["a [MASK]", ""]}, 422, "text is empty"),
+        ("/fill-mask", b"{not json", 422, "not valid JSON"),
+        ("/fill-mask", b"\xff\xfe", 422, "not valid JSON"),
+        ("/fill-mask", {"text": "a [MASK]"}, 422, "missing field 'inputs'"),
+        ("/fill-mask", [1, 2], 422, "must be a JSON object"),
+        ("/fill-mask", {"inputs": 5}, 422, "must be a string"),
+        ("/fill-mask", {"inputs": []}, 422, "empty list"),
+        ("/fill-mask", {"inputs": "[MASK]", "top_k": 10}, 422, "top_k must be"),
+        ("/fill-mask", {"inputs": ["[MASK]"] * 9}, 413, "9 items"),
+        ("/fill-mask", {"inputs": "[MASK] " + "x" * 300}, 413, "characters"),
+        ("/embed", b'{"inputs": "' + b"a " * 3000 + b'"}', 413, "request body"),
+        ("/classify", {"inputs": "good"}, 404, "no head for it"),
+        ("/fill-mask", b'{"inputs": "a [MASK] \\ud800"}', 422, "unpaired UTF-16 surrogate"),
+        ("/fill-mask", b'{"inputs": ["[MASK]", {"\\udfff": 1}]}', 422, "unpaired UTF-16 surrogate"),
+        ("/fill-mask", b"[" * 40 + b"]" * 40, 422, "deeper than 32"),
+        ("/fill-mask", b'{"inputs": "[MASK] [[[[ {{{{ \\" ]]"}', 200, None),  # brackets inside strings do not nest
+    ],
+)
 def test_bad_requests_get_clear_4xx_json(server, path, body, status, fragment):
     if isinstance(body, bytes):
         r = httpx.post(server.url + path, content=body, headers={"content-type": "application/json"})
@@ -255,8 +296,12 @@ def test_qa_and_ner_endpoints_in_process(dirs):
     from clozeformer.infer.server import ServeConfig, build_pipelines, create_app
 
     for name, path, body, want_input in (
-        ("qa", "/qa", {"question": "where?", "context": "john lives in paris"},
-         [{"question": "where?", "context": "john lives in paris"}]),
+        (
+            "qa",
+            "/qa",
+            {"question": "where?", "context": "john lives in paris"},
+            [{"question": "where?", "context": "john lives in paris"}],
+        ),
         ("ner", "/ner", {"inputs": ["John Smith lives in Paris.", "Mary"]}, ["John Smith lives in Paris.", "Mary"]),
     ):
         cfg = ServeConfig(model=str(dirs[name]))

@@ -18,8 +18,12 @@ def tok(tmp_path_factory):
 
     d = tmp_path_factory.mktemp("vocab")
     chinese = list(dict.fromkeys("光荣和开发的游戏于年发售是由哪两个公司"))
-    (d / "vocab.txt").write_text("\n".join(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", *WORDS, *chinese,
-                                            "##force", "force", "-", ",", ".", "?", "2010"]) + "\n")
+    (d / "vocab.txt").write_text(
+        "\n".join(
+            ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", *WORDS, *chinese, "##force", "force", "-", ",", ".", "?", "2010"]
+        )
+        + "\n"
+    )
     (d / "tokenizer_config.json").write_text('{"do_lower_case": true}')
     return Tokenizer.from_pretrained(d)
 
@@ -29,21 +33,23 @@ def example(context: str, answer: str | None, question: str = "where was alan tu
     return QAExample(qid, question, context, answers, answer is None, Source("x.json", 1))
 
 
-LONG = ("the city of the river bank was in the north . " * 6 + "alan turing was born in London in 1912 . "
-        + "the south bank of the river was a city . " * 6)
+LONG = (
+    "the city of the river bank was in the north . " * 6
+    + "alan turing was born in London in 1912 . "
+    + "the south bank of the river was a city . " * 6
+)
 
 
 def test_windows_cover_the_context_with_overlap(tok):
     ex = example(LONG, "London")
-    feats = make_windows(tok, [ex], max_seq_len=32, doc_stride=8, max_query_len=16, training=True,
-                         problems=Problems())
+    feats = make_windows(tok, [ex], max_seq_len=32, doc_stride=8, max_query_len=16, training=True, problems=Problems())
     assert len(feats) > 5
     spans = []
     for f in feats:
         assert len(f["input_ids"]) <= 32
         ctx = [o for o in f["offsets"] if o is not None]
         spans.append(ctx)
-        for (s, e) in ctx:  # every context token maps back to its text
+        for s, e in ctx:  # every context token maps back to its text
             assert LONG[s:e].strip() and LONG[s:e].lower() == LONG[s:e].lower().strip()
     # consecutive windows share exactly doc_stride context tokens (except possibly the last)
     for a, b in zip(spans, spans[1:]):
@@ -54,13 +60,12 @@ def test_windows_cover_the_context_with_overlap(tok):
 
 def test_answer_targets_map_back_to_the_answer_text(tok):
     ex = example(LONG, "London in 1912")
-    feats = make_windows(tok, [ex], max_seq_len=32, doc_stride=8, max_query_len=16, training=True,
-                         problems=Problems())
+    feats = make_windows(tok, [ex], max_seq_len=32, doc_stride=8, max_query_len=16, training=True, problems=Problems())
     hits = [f for f in feats if f["start_positions"] > 0]
     assert hits, "some window must contain the answer"
     for f in hits:
         s, e = f["start_positions"], f["end_positions"]
-        assert LONG[f["offsets"][s][0]:f["offsets"][e][1]] == "London in 1912"
+        assert LONG[f["offsets"][s][0] : f["offsets"][e][1]] == "London in 1912"
     for f in feats:
         if f["start_positions"] == 0:
             assert f["end_positions"] == 0  # windows without the whole answer point at [CLS]
@@ -70,21 +75,20 @@ def test_no_answer_and_unlocatable_answers(tok):
     p = Problems()
     impossible = example("the city was in the north .", None)
     lost = QAExample("lost", "who ?", "the city .", [Answer("river", -1)], False, Source("x.json", 9))
-    feats = make_windows(tok, [impossible, lost], max_seq_len=32, doc_stride=8, max_query_len=16,
-                         training=True, problems=p)
+    feats = make_windows(tok, [impossible, lost], max_seq_len=32, doc_stride=8, max_query_len=16, training=True, problems=p)
     assert [(f["start_positions"], f["end_positions"]) for f in feats] == [(0, 0)]
     assert p.counts["no_trainable_answer"] == 1
     # at evaluation time the unlocatable example still gets windows (it is scored on its text)
-    feats = make_windows(tok, [impossible, lost], max_seq_len=32, doc_stride=8, max_query_len=16,
-                         training=False, problems=p)
+    feats = make_windows(tok, [impossible, lost], max_seq_len=32, doc_stride=8, max_query_len=16, training=False, problems=p)
     assert [f["example_index"] for f in feats] == [0, 1]
 
 
 def test_long_questions_are_cut_and_stride_clamped(tok):
     p = Problems()
     q = " ".join(["where"] * 40)
-    feats = make_windows(tok, [example(LONG, "London", question=q)], max_seq_len=40, doc_stride=30,
-                         max_query_len=10, training=False, problems=p)
+    feats = make_windows(
+        tok, [example(LONG, "London", question=q)], max_seq_len=40, doc_stride=30, max_query_len=10, training=False, problems=p
+    )
     assert p.counts["question_truncated"] == 1
     assert all(f["token_type_ids"].count(0) == 10 + 2 for f in feats)  # [CLS] q*10 [SEP]
     assert effective_stride(40, 10, 30) == 13  # 27 context slots -> overlap must be < 27
@@ -96,13 +100,13 @@ def test_long_questions_are_cut_and_stride_clamped(tok):
 def test_chinese_offsets_are_character_exact(tok):
     ctx = "《战国无双3》是由光荣和ω-force开发的动作游戏，于2010年发售。"
     ex = example(ctx, "光荣和ω-force", question="是由哪两个公司开发的？")
-    feats = make_windows(tok, [ex], max_seq_len=24, doc_stride=4, max_query_len=12, training=True,
-                         problems=Problems())
+    feats = make_windows(tok, [ex], max_seq_len=24, doc_stride=4, max_query_len=12, training=True, problems=Problems())
     f = next(f for f in feats if f["start_positions"] > 0)
-    assert ctx[f["offsets"][f["start_positions"]][0]:f["offsets"][f["end_positions"]][1]] == "光荣和ω-force"
+    assert ctx[f["offsets"][f["start_positions"]][0] : f["offsets"][f["end_positions"]][1]] == "光荣和ω-force"
 
 
 # ----------------------------------------------------------------------------- n-best search
+
 
 def _feature(offsets, example_index=0):
     return {"offsets": offsets, "example_index": example_index, "input_ids": [0] * len(offsets)}
@@ -138,8 +142,7 @@ def test_best_span_across_windows_and_duplicates():
     w2 = [None, None, (12, 15), (16, 20), (21, 23), None]
     s1, e1 = np.array([0, 0, 1.0, 2.0, 3.0, 0]), np.array([0, 0, 1.0, 2.0, 3.0, 0])
     s2, e2 = np.array([0, 0, 1.0, 4.0, 0.5, 0]), np.array([0, 0, 1.0, 4.0, 0.5, 0])
-    preds, nbest, _ = postprocess([ex], [_feature(w1), _feature(w2)], [s1, s2], [e1, e2], n_best=4,
-                                  max_answer_len=5)
+    preds, nbest, _ = postprocess([ex], [_feature(w1), _feature(w2)], [s1, s2], [e1, e2], n_best=4, max_answer_len=5)
     assert preds["q"] == "born"
     texts = [d["text"] for d in nbest["q"]]
     assert len(texts) == len(set(texts))  # "was" appears in both windows, listed once
@@ -150,12 +153,12 @@ def test_v2_null_answer_threshold():
     s, e = np.full(10, -5.0), np.full(10, -5.0)
     s[0], e[0] = 2.0, 2.0  # null score 4
     s[8], e[8] = 1.5, 1.5  # best span 3
-    preds, nbest, odds = postprocess([ex], [_feature(OFFS)], [s], [e], n_best=5, max_answer_len=30,
-                                     version_2=True, null_threshold=0.0)
+    preds, nbest, odds = postprocess(
+        [ex], [_feature(OFFS)], [s], [e], n_best=5, max_answer_len=30, version_2=True, null_threshold=0.0
+    )
     assert preds["q"] == "" and odds["q"] == pytest.approx(1.0)
     assert nbest["q"][0]["text"] == ""
-    preds, _, _ = postprocess([ex], [_feature(OFFS)], [s], [e], n_best=5, max_answer_len=30,
-                              version_2=True, null_threshold=1.5)
+    preds, _, _ = postprocess([ex], [_feature(OFFS)], [s], [e], n_best=5, max_answer_len=30, version_2=True, null_threshold=1.5)
     assert preds["q"] == "london"
     # v1.1 never answers empty
     preds, _, odds = postprocess([ex], [_feature(OFFS)], [s], [e], n_best=5, max_answer_len=30)

@@ -42,15 +42,19 @@ def read_split(name: str, data: str | Path, split: str, labeled=True, problems=N
 
 # ----------------------------------------------------------------------------- GLUE
 
-@pytest.mark.parametrize("task,dirname,n_train,n_dev,labels", [
-    ("cola", "CoLA", 3, 2, {"0", "1"}),
-    ("sst2", "SST-2", 3, 2, {"0", "1"}),
-    ("mrpc", "MRPC", 3, 2, {"0", "1"}),
-    ("qqp", "QQP", 3, 2, {"0", "1"}),
-    ("qnli", "QNLI", 2, 1, {"entailment", "not_entailment"}),
-    ("rte", "RTE", 2, 1, {"entailment", "not_entailment"}),
-    ("wnli", "WNLI", 1, 1, {"0", "1"}),
-])
+
+@pytest.mark.parametrize(
+    "task,dirname,n_train,n_dev,labels",
+    [
+        ("cola", "CoLA", 3, 2, {"0", "1"}),
+        ("sst2", "SST-2", 3, 2, {"0", "1"}),
+        ("mrpc", "MRPC", 3, 2, {"0", "1"}),
+        ("qqp", "QQP", 3, 2, {"0", "1"}),
+        ("qnli", "QNLI", 2, 1, {"entailment", "not_entailment"}),
+        ("rte", "RTE", 2, 1, {"entailment", "not_entailment"}),
+        ("wnli", "WNLI", 1, 1, {"0", "1"}),
+    ],
+)
 def test_glue_classification_readers(task, dirname, n_train, n_dev, labels):
     train = read_split(task, GLUE / dirname, "train")
     dev = read_split(task, GLUE / dirname, "dev")
@@ -133,11 +137,12 @@ def test_glue_test_file_given_as_dev_is_a_clear_error():
 
 # ----------------------------------------------------------------------------- SQuAD / CMRC
 
+
 def test_squad_v1_reader():
     train = read_split("squad", FIX / "task_squad", "train")
     assert [ex.qid for ex in train] == ["56ddde6b9a695914005b9628", "56ddde6b9a695914005b9629", "5a1"]
     a = train[0].answers[0]
-    assert train[0].context[a.start:a.start + len(a.text)] == "France" and not train[0].is_impossible
+    assert train[0].context[a.start : a.start + len(a.text)] == "France" and not train[0].is_impossible
     dev = read_split("squad", FIX / "task_squad", "dev")
     assert [x.text for x in dev[1].answers] == ["King's College, Cambridge", "King's College", "Cambridge"]
     assert train[2].title == "Alan_Turing"
@@ -154,8 +159,7 @@ def test_cmrc_misaligned_answer_start_is_repaired_and_missing_answer_kept(capsys
     p = Problems()
     dev = read_split("cmrc2018", FIX / "task_squad", "dev", problems=p)
     q1 = dev[1]
-    assert [(a.text, q1.context[a.start:a.start + len(a.text)]) for a in q1.answers] == [("2010年", "2010年"),
-                                                                                       ("2010", "2010")]
+    assert [(a.text, q1.context[a.start : a.start + len(a.text)]) for a in q1.answers] == [("2010年", "2010年"), ("2010", "2010")]
     assert p.counts["answer_start_repaired"] == 1
     assert p.counts["answer_not_in_context"] == 1 and dev[2].answers[0].start == -1
     assert "cmrc2018_dev.json:" in capsys.readouterr().err
@@ -176,6 +180,7 @@ def test_squad_errors(tmp_path):
 
 
 # ----------------------------------------------------------------------------- CoNLL / SWAG
+
 
 def test_conll_reader_and_output_format():
     ex = read_conll(FIX / "task_conll" / "train.txt", Problems())
@@ -209,6 +214,7 @@ def test_swag_reader():
 
 
 # ----------------------------------------------------------------------------- custom data
+
 
 def test_custom_csv_columns_labels_and_line_numbers():
     spec = spec_of("classification", text_column="review", label_column="sentiment", id_column="id")
@@ -247,7 +253,9 @@ def test_resolve_files_dir_split_equals_and_bare_files(tmp_path):
     for name in ("train.csv", "validation.jsonl", "extra.csv"):
         (tmp_path / name).write_text("text,label\na,b\n")
     assert resolve_files(spec, [str(tmp_path)], ("train", "dev")) == {
-        "train": tmp_path / "train.csv", "dev": tmp_path / "validation.jsonl"}
+        "train": tmp_path / "train.csv",
+        "dev": tmp_path / "validation.jsonl",
+    }
     got = resolve_files(spec, [str(tmp_path), f"dev={tmp_path / 'extra.csv'}"], ("train", "dev"))
     assert got["dev"] == tmp_path / "extra.csv"
     got = resolve_files(spec, [str(tmp_path / "extra.csv"), str(tmp_path / "train.csv")], ("train", "dev"))
@@ -285,6 +293,7 @@ def test_overlong_inputs_are_truncated_and_counted(capsys):
 
 # ----------------------------------------------------------------------------- user mistakes via the CLI
 
+
 def cli_error(argv: list[str], capsys) -> str:
     code = cli_main(argv)
     err = capsys.readouterr().err
@@ -315,14 +324,14 @@ def test_cli_errors_are_one_line(tmp_path, capsys):
     assert "unknown task 'glue-9'" in msg
     msg = cli_error(["finetune", "--task", "sst2", "--data", str(tmp_path / "nowhere"), *base], capsys)
     assert "nowhere: no such file or directory" in msg
-    msg = cli_error(["finetune", "--task", "sst2", "--data", str(GLUE / "SST-2"), "--model", "tiny",
-                     "--out", str(tmp_path / "o2")], capsys)
+    msg = cli_error(
+        ["finetune", "--task", "sst2", "--data", str(GLUE / "SST-2"), "--model", "tiny", "--out", str(tmp_path / "o2")], capsys
+    )
     assert "pass --tokenizer" in msg
     msg = cli_error(["finetune", "--task", "sst2", "--data", str(GLUE / "SST-2"), *base, "--lr", "-1"], capsys)
     assert "--lr must be > 0" in msg
     if not __import__("torch").cuda.is_available():
-        msg = cli_error(["finetune", "--task", "sst2", "--data", str(GLUE / "SST-2"), *base, "--precision", "bf16"],
-                        capsys)
+        msg = cli_error(["finetune", "--task", "sst2", "--data", str(GLUE / "SST-2"), *base, "--precision", "bf16"], capsys)
         assert "native bf16" in msg
     msg = cli_error(["evaluate", "--task", "sst2", "--data", str(GLUE / "SST-2"), "--model", str(tmp_path)], capsys)
     assert "config.json: no such config file" in msg
@@ -330,22 +339,29 @@ def test_cli_errors_are_one_line(tmp_path, capsys):
 
 # ----------------------------------------------------------------------------- the real files (opt-in)
 
+
 @pytest.mark.shared
 def test_real_task_files(shared_data):
     t = shared_data / "tasks"
     counts = {
-        ("cola", "glue/CoLA"): (8551, 1043, 1063), ("sst2", "glue/SST-2"): (67349, 872, None),
-        ("mrpc", "glue/MRPC"): (3668, 408, 1725), ("stsb", "glue/STS-B"): (5749, 1500, 1379),
-        ("rte", "glue/RTE"): (2490, 277, 3000), ("wnli", "glue/WNLI"): (635, 71, 146),
-        ("qnli", "glue/QNLI"): (None, 5463, 5463), ("chnsenticorp", "zh/chnsenticorp"): (9600, 1200, 1200),
+        ("cola", "glue/CoLA"): (8551, 1043, 1063),
+        ("sst2", "glue/SST-2"): (67349, 872, None),
+        ("mrpc", "glue/MRPC"): (3668, 408, 1725),
+        ("stsb", "glue/STS-B"): (5749, 1500, 1379),
+        ("rte", "glue/RTE"): (2490, 277, 3000),
+        ("wnli", "glue/WNLI"): (635, 71, 146),
+        ("qnli", "glue/QNLI"): (None, 5463, 5463),
+        ("chnsenticorp", "zh/chnsenticorp"): (9600, 1200, 1200),
         ("conll2003", "conll2003"): (14041, 3250, 3453),
     }
     for (task, sub), expected in counts.items():
         p = Problems()
         for split, n in zip(("train", "dev", "test"), expected):
             if n is not None:
-                assert len(read_split(task, t / sub, split, labeled=None if split == "test" else True,
-                                      problems=p)) == n, (task, split)
+                assert len(read_split(task, t / sub, split, labeled=None if split == "test" else True, problems=p)) == n, (
+                    task,
+                    split,
+                )
         assert not p.counts, (task, dict(p.counts))
     p = Problems()
     assert len(read_squad(t / "squad/xquad/xquad.en.json", p)) == 1190 and not p.counts
@@ -356,4 +372,4 @@ def test_real_task_files(shared_data):
     assert (p.counts["answer_start_repaired"], p.counts["answer_not_in_context"]) == (7, 193)
     for ex in cmrc:
         for a in ex.answers:
-            assert a.start == -1 or ex.context[a.start:a.start + len(a.text)] == a.text
+            assert a.start == -1 or ex.context[a.start : a.start + len(a.text)] == a.text

@@ -32,7 +32,7 @@ def hf_from_dir(directory: Path, **kw):
 
 def test_google_wordpiece_case(tok):
     # google-research/bert tokenization_test.py: "UNwant\u00E9d,running" -> un ##want ##ed , runn ##ing
-    assert tok.tokenize("UNwant\u00E9d,running") == ["un", "##want", "##ed", ",", "runn", "##ing"]
+    assert tok.tokenize("UNwant\u00e9d,running") == ["un", "##want", "##ed", ",", "runn", "##ing"]
     assert tok.tokenize("unwantedX running") == ["[UNK]", "runn", "##ing"]  # no piece for "x": the word is [UNK]
     assert tok.tokenize("") == []
 
@@ -111,8 +111,10 @@ def test_truncation_longest_first_and_overflow(tok):
 
 def test_encode_batch_decode_and_conversions(tok):
     batch = tok.encode_batch(["hello world", "running"], pairs=["low", "the"])
-    assert [e.tokens for e in batch] == [["[CLS]", "hello", "world", "[SEP]", "low", "[SEP]"],
-                                         ["[CLS]", "runn", "##ing", "[SEP]", "the", "[SEP]"]]
+    assert [e.tokens for e in batch] == [
+        ["[CLS]", "hello", "world", "[SEP]", "low", "[SEP]"],
+        ["[CLS]", "runn", "##ing", "[SEP]", "the", "[SEP]"],
+    ]
     assert batch[0].input_ids == tok.encode("hello world", "low").input_ids
     ids = tok.encode("unwanted, running").input_ids
     assert tok.decode(ids) == "unwanted, running"
@@ -130,8 +132,15 @@ def test_parity_with_bert_tokenizer_fast(tmp_path, vocab):
     ours.save(tmp_path)
     hf = hf_from_dir(tmp_path)
     assert len(hf) == ours.vocab_size
-    texts = ["UNwant\u00E9d,running", "Hello World café naïve!", "你好, 中文字 hello", "it's don't \t\n lowest",
-             "the [MASK] is low", "\u00e9\u0301 \u200b weird\x00 chars", "a" * 150]
+    texts = [
+        "UNwant\u00e9d,running",
+        "Hello World café naïve!",
+        "你好, 中文字 hello",
+        "it's don't \t\n lowest",
+        "the [MASK] is low",
+        "\u00e9\u0301 \u200b weird\x00 chars",
+        "a" * 150,
+    ]
     for a in texts:
         assert ours.encode(a).input_ids == hf(a)["input_ids"], a
         for b in texts[:3]:
@@ -182,15 +191,28 @@ def _corpus(tmp_path: Path) -> Path:
         f.write("\n\n".join("\n".join(doc) for doc in docs * 20) + "\n")
     with open(d / "b.jsonl", "w", encoding="utf-8") as f:
         for i in range(40):
-            f.write(json.dumps({"id": i, "text": " ".join(SENTENCES[i % 5:]) + f" Item number {i}."}) + "\n")
+            f.write(json.dumps({"id": i, "text": " ".join(SENTENCES[i % 5 :]) + f" Item number {i}."}) + "\n")
     return d
 
 
 def test_train_layout_and_hf_loads_it(tmp_path):
     corpus = _corpus(tmp_path)
     out = tmp_path / "tok"
-    rc = cli_main(["tokenizer", "train", "--input", str(corpus), "--vocab-size", "260", "--out", str(out),
-                   "--no-progress", "--min-frequency", "1"])
+    rc = cli_main(
+        [
+            "tokenizer",
+            "train",
+            "--input",
+            str(corpus),
+            "--vocab-size",
+            "260",
+            "--out",
+            str(out),
+            "--no-progress",
+            "--min-frequency",
+            "1",
+        ]
+    )
     assert rc == 0
     lines = (out / "vocab.txt").read_text(encoding="utf-8").split("\n")[:-1]
     assert lines[0] == "[PAD]" and lines[1] == "[unused0]" and lines[99] == "[unused98]"
@@ -211,8 +233,27 @@ def test_train_layout_and_hf_loads_it(tmp_path):
 def test_train_cased_compact(tmp_path):
     corpus = _corpus(tmp_path)
     out = tmp_path / "tok"
-    assert cli_main(["tokenizer", "train", "--input", str(corpus / "b.jsonl"), "--vocab-size", "200", "--cased",
-                     "--num-unused", "0", "--out", str(out), "--no-progress", "--min-frequency", "1"]) == 0
+    assert (
+        cli_main(
+            [
+                "tokenizer",
+                "train",
+                "--input",
+                str(corpus / "b.jsonl"),
+                "--vocab-size",
+                "200",
+                "--cased",
+                "--num-unused",
+                "0",
+                "--out",
+                str(out),
+                "--no-progress",
+                "--min-frequency",
+                "1",
+            ]
+        )
+        == 0
+    )
     ours = Tokenizer.from_pretrained(out)
     assert ours.do_lower_case is False
     assert ours.special_ids == {"pad": 0, "unk": 1, "cls": 2, "sep": 3, "mask": 4}
@@ -256,9 +297,11 @@ def _shared_lines(root: Path, n: int = 2000) -> dict[str, list[str]]:
 
     text = root / "text"
     sst = take([root / "tasks" / "glue" / "SST-2" / "train.tsv"], lambda s: s.split("\t")[0] if "\t" in s else "")
-    zh = (take([text / "zh" / "CLUECorpusSmall_sampled.txt"], limit=n // 2)
-          + take(sorted((text / "zh" / "classic_novels").rglob("*.txt")), limit=n // 2)
-          + take([text / "zh" / "zhwiki" / "wiki_00"], limit=200))
+    zh = (
+        take([text / "zh" / "CLUECorpusSmall_sampled.txt"], limit=n // 2)
+        + take(sorted((text / "zh" / "classic_novels").rglob("*.txt")), limit=n // 2)
+        + take([text / "zh" / "zhwiki" / "wiki_00"], limit=200)
+    )
     return {
         "enwiki": take(sorted((text / "enwiki").glob("wiki_*.gz"))),
         "gutenberg": take(sorted((text / "gutenberg").glob("*.txt.gz"))),
@@ -268,8 +311,7 @@ def _shared_lines(root: Path, n: int = 2000) -> dict[str, list[str]]:
 
 
 @pytest.mark.shared
-@pytest.mark.parametrize("name,lower", [("bert-base-uncased", True), ("bert-base-cased", False),
-                                        ("bert-base-chinese", True)])
+@pytest.mark.parametrize("name,lower", [("bert-base-uncased", True), ("bert-base-cased", False), ("bert-base-chinese", True)])
 def test_shared_parity_google_vocabs(shared_data, name, lower):
     from transformers import BertTokenizerFast
 

@@ -52,8 +52,7 @@ def main() -> None:
     write_gz(out / "corpus" / "en_wikipedia.txt.gz", "".join(docs))
 
     # Public-domain books, paragraph text as Gutenberg ships it
-    books = [gzip.open(src / "text" / "gutenberg" / b, "rt", encoding="utf-8", errors="replace").read()
-             for b in BOOKS]
+    books = [gzip.open(src / "text" / "gutenberg" / b, "rt", encoding="utf-8", errors="replace").read() for b in BOOKS]
     write_gz(out / "corpus" / "en_books.txt.gz", "\n\n\n".join(b.replace("\r\n", "\n") for b in books))
 
     # 西游记, chapters 1-30 in order (CRLF -> LF, full-width indent stripped), blank line between

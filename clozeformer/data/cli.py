@@ -18,16 +18,30 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_dataclass_args(parser, PrepareConfig)
     # Shorthands for --mode, as in the original scripts' vocabulary.
     group = parser.add_mutually_exclusive_group()
-    group.add_argument("--nsp", dest="mode", action="store_const", const="nsp", default=argparse.SUPPRESS,
-                       help="same as --mode nsp (BERT sentence pairs + next-sentence labels)")
-    group.add_argument("--packed", dest="mode", action="store_const", const="packed", default=argparse.SUPPRESS,
-                       help="same as --mode packed (RoBERTa FULL-SENTENCES, the default)")
+    group.add_argument(
+        "--nsp",
+        dest="mode",
+        action="store_const",
+        const="nsp",
+        default=argparse.SUPPRESS,
+        help="same as --mode nsp (BERT sentence pairs + next-sentence labels)",
+    )
+    group.add_argument(
+        "--packed",
+        dest="mode",
+        action="store_const",
+        const="packed",
+        default=argparse.SUPPRESS,
+        help="same as --mode packed (RoBERTa FULL-SENTENCES, the default)",
+    )
 
 
 def main(args: argparse.Namespace) -> int:
     cfg = dataclass_from_args(PrepareConfig, args, load_config_file(args.config) if args.config else None)
     print_config(cfg)
     manifest = prepare(cfg)
-    print(f"wrote {Path(cfg.out) / 'manifest.json'}: mode={manifest['mode']} seq_len={manifest['seq_len']} "
-          f"train={manifest['num_train']:,} val={manifest['num_val']:,} sequences")
+    print(
+        f"wrote {Path(cfg.out) / 'manifest.json'}: mode={manifest['mode']} seq_len={manifest['seq_len']} "
+        f"train={manifest['num_train']:,} val={manifest['num_val']:,} sequences"
+    )
     return 0

@@ -83,8 +83,7 @@ class PretrainDataset:
                 if self.static:
                     self.labels.append(np.load(self.dir / sh["labels"], mmap_mode="r", allow_pickle=False))
             except (OSError, ValueError, KeyError) as e:
-                raise ClozeformerError(
-                    f"{self.dir}: shard {sh.get('tokens', '?')} is missing or corrupt ({e})") from None
+                raise ClozeformerError(f"{self.dir}: shard {sh.get('tokens', '?')} is missing or corrupt ({e})") from None
             n = len(self.offsets[-1]) - 1
             if n != sh["num_sequences"] or self.offsets[-1][-1] != len(self.tokens[-1]):
                 raise ClozeformerError(f"{self.dir / sh['tokens']}: does not match its offsets/manifest (truncated?)")
@@ -123,9 +122,18 @@ class PretrainDataset:
 class PretrainLoader:
     """Batches of a prepared split; see the module docstring for the order, masking and resume rules."""
 
-    def __init__(self, data_dir: str | Path, split: str = "train", batch_size: int = 32, seed: int = 0,
-                 rank: int = 0, world_size: int = 1, masking: MaskingConfig | None = None,
-                 shuffle: bool = True, drop_last: bool = True) -> None:
+    def __init__(
+        self,
+        data_dir: str | Path,
+        split: str = "train",
+        batch_size: int = 32,
+        seed: int = 0,
+        rank: int = 0,
+        world_size: int = 1,
+        masking: MaskingConfig | None = None,
+        shuffle: bool = True,
+        drop_last: bool = True,
+    ) -> None:
         if batch_size < 1:
             raise ClozeformerError(f"batch_size={batch_size}: must be >= 1")
         if world_size < 1 or not 0 <= rank < world_size:
@@ -143,8 +151,10 @@ class PretrainLoader:
         self.global_batch_size = batch_size * world_size
         n = len(self.dataset)
         if drop_last and n < self.global_batch_size:
-            raise ClozeformerError(f"{data_dir}: the {split} split has {n} sequences, fewer than one global batch "
-                                   f"({batch_size} x {world_size} ranks); use a smaller batch or drop_last=False")
+            raise ClozeformerError(
+                f"{data_dir}: the {split} split has {n} sequences, fewer than one global batch "
+                f"({batch_size} x {world_size} ranks); use a smaller batch or drop_last=False"
+            )
         if n == 0:
             raise ClozeformerError(f"{data_dir}: the {split} split is empty")
         self.steps_per_epoch = n // self.global_batch_size if drop_last else math.ceil(n / self.global_batch_size)
@@ -180,7 +190,7 @@ class PretrainLoader:
         """Global sequence indices of this rank's batch at (epoch, step in epoch)."""
         perm = self._permutation(epoch)
         g0 = step * self.global_batch_size + self.rank * self.batch_size
-        return perm[g0:min(g0 + self.batch_size, (step + 1) * self.global_batch_size)]
+        return perm[g0 : min(g0 + self.batch_size, (step + 1) * self.global_batch_size)]
 
     # ------------------------------------------------------------------ batches
     def collate(self, indices: np.ndarray, epoch: int) -> dict:
@@ -192,13 +202,13 @@ class PretrainLoader:
         t = int(lens.max())
         ids = np.full((len(rows), t), self.pad_id, dtype=np.int64)  # (B, T)
         for i, r in enumerate(rows):
-            ids[i, :lens[i]] = r["input_ids"]
+            ids[i, : lens[i]] = r["input_ids"]
         pos = np.arange(t)[None, :]
         attn = (pos < lens[:, None]).astype(np.int64)  # (B, T)
         if self.dataset.static:
             labels = np.full_like(ids, IGNORE_INDEX)
             for i, r in enumerate(rows):
-                labels[i, :lens[i]] = r["labels"]
+                labels[i, : lens[i]] = r["labels"]
             masked = ids
         else:
             keys = sample_keys(self.seed, epoch, indices)
@@ -208,8 +218,12 @@ class PretrainLoader:
             types = ((pos >= b_start[:, None]) & (attn == 1)).astype(np.int64)
         else:
             types = np.zeros_like(ids)
-        batch = {"input_ids": torch.from_numpy(masked), "token_type_ids": torch.from_numpy(types),
-                 "attention_mask": torch.from_numpy(attn), "labels": torch.from_numpy(labels)}
+        batch = {
+            "input_ids": torch.from_numpy(masked),
+            "token_type_ids": torch.from_numpy(types),
+            "attention_mask": torch.from_numpy(attn),
+            "labels": torch.from_numpy(labels),
+        }
         if self.dataset.nsp:
             batch["next_sentence_label"] = torch.tensor([r["next_sentence_label"] for r in rows], dtype=torch.long)
         return batch
@@ -249,18 +263,27 @@ class PretrainLoader:
             "global_batch_size": self.global_batch_size,
             "num_sequences": len(self.dataset),
             "shuffle": self.shuffle,
-            "rng_state": {"shuffle": f"PCG64(SeedSequence([{self.seed}, epoch]))",
-                          "masking": f"splitmix64(seed={self.seed}, epoch, sequence index)",
-                          "epoch": self.epoch, "next_step_in_epoch": self._batch_in_epoch},
+            "rng_state": {
+                "shuffle": f"PCG64(SeedSequence([{self.seed}, epoch]))",
+                "masking": f"splitmix64(seed={self.seed}, epoch, sequence index)",
+                "epoch": self.epoch,
+                "next_step_in_epoch": self._batch_in_epoch,
+            },
         }
 
     def load_state_dict(self, state: dict) -> None:
         """Continue where `state` was taken. The number of ranks may change if the global batch does not."""
-        for key, mine in (("seed", self.seed), ("global_batch_size", self.global_batch_size),
-                          ("num_sequences", len(self.dataset)), ("shuffle", self.shuffle)):
+        for key, mine in (
+            ("seed", self.seed),
+            ("global_batch_size", self.global_batch_size),
+            ("num_sequences", len(self.dataset)),
+            ("shuffle", self.shuffle),
+        ):
             if key in state and state[key] != mine:
-                raise ClozeformerError(f"loader state: {key} was {state[key]!r} but this loader has {mine!r}; "
-                                       "resuming would not reproduce the data order")
+                raise ClozeformerError(
+                    f"loader state: {key} was {state[key]!r} but this loader has {mine!r}; "
+                    "resuming would not reproduce the data order"
+                )
         try:
             epoch, step, position = int(state["epoch"]), int(state["batch_in_epoch"]), int(state["position"])
         except (KeyError, TypeError, ValueError) as e:

@@ -110,8 +110,9 @@ class TokenTable:
 
 
 # ----------------------------------------------------------------------------- masking
-def mask_tokens(input_ids: np.ndarray, keys: np.ndarray, table: TokenTable, cfg: MaskingConfig,
-                attention_mask: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+def mask_tokens(
+    input_ids: np.ndarray, keys: np.ndarray, table: TokenTable, cfg: MaskingConfig, attention_mask: np.ndarray | None = None
+) -> tuple[np.ndarray, np.ndarray]:
     """Mask a padded batch.  input_ids (B, T) ints, keys (B,) uint64 -> (masked ids, labels), both (B, T) int64.
 
     Vectorized over the batch: no Python loop over tokens or sequences.
@@ -180,14 +181,15 @@ def mask_tokens(input_ids: np.ndarray, keys: np.ndarray, table: TokenTable, cfg:
     return out, labels
 
 
-def pad_batch(seqs: Sequence[Sequence[int] | np.ndarray], pad_id: int,
-              length: int | None = None) -> tuple[np.ndarray, np.ndarray]:
+def pad_batch(
+    seqs: Sequence[Sequence[int] | np.ndarray], pad_id: int, length: int | None = None
+) -> tuple[np.ndarray, np.ndarray]:
     """Right-pad sequences into (B, T) int64 ids and a (B, T) attention mask; T = longest (or `length`)."""
     lens = np.fromiter((len(s) for s in seqs), dtype=np.int64, count=len(seqs))
     t = int(lens.max(initial=0)) if length is None else int(length)
     ids = np.full((len(seqs), t), pad_id, dtype=np.int64)
     for i, s in enumerate(seqs):  # one copy per sequence (not per token)
-        ids[i, :lens[i]] = s
+        ids[i, : lens[i]] = s
     attn = (np.arange(t)[None, :] < lens[:, None]).astype(np.int64)
     return ids, attn
 
@@ -220,8 +222,11 @@ class ClozeCollator:
             masked = ids
         else:
             masked, labels = mask_tokens(ids, keys, self.table, self.masking, attn)
-        out = {"input_ids": torch.from_numpy(masked), "attention_mask": torch.from_numpy(attn),
-               "labels": torch.from_numpy(labels)}
+        out = {
+            "input_ids": torch.from_numpy(masked),
+            "attention_mask": torch.from_numpy(attn),
+            "labels": torch.from_numpy(labels),
+        }
         if isinstance(first, dict) and "token_type_ids" in first:
             tt, _ = pad_batch([ex["token_type_ids"] for ex in examples], 0, ids.shape[1])
             out["token_type_ids"] = torch.from_numpy(tt)

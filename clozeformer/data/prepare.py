@@ -58,15 +58,17 @@ class PrepareConfig:
     tokenizer: str = field(default="", metadata={"help": "tokenizer directory (vocab.txt [+ tokenizer_config.json])"})
     out: str = field(default="", metadata={"help": "output DATA_DIR (replaced atomically)"})
     seq_len: int = field(default=128, metadata={"help": "tokens per sequence, [CLS] and [SEP]s included"})
-    mode: Literal["packed", "nsp"] = field(default="packed", metadata={
-        "help": "packed: RoBERTa FULL-SENTENCES; nsp: BERT sentence pairs with next-sentence labels"})
+    mode: Literal["packed", "nsp"] = field(
+        default="packed", metadata={"help": "packed: RoBERTa FULL-SENTENCES; nsp: BERT sentence pairs with next-sentence labels"}
+    )
     format: str = field(default="auto", metadata={"help": "input format", "choices": list(FORMATS)})
     static_masking: bool = field(default=False, metadata={"help": "store masks in the shards (original recipe)"})
     dupe_factor: int = field(default=1, metadata={"help": "copies of the data, each masked differently (static)"})
     mlm_probability: float = field(default=0.15, metadata={"help": "static masking: fraction masked"})
     max_predictions: int = field(default=20, metadata={"help": "static masking: cap per sequence"})
-    masking_strategy: Literal["exact", "bernoulli"] = field(default="exact", metadata={
-        "help": "static masking: exact count (Google) or per-token Bernoulli"})
+    masking_strategy: Literal["exact", "bernoulli"] = field(
+        default="exact", metadata={"help": "static masking: exact count (Google) or per-token Bernoulli"}
+    )
     whole_word: bool = field(default=False, metadata={"help": "static masking: whole-word masking"})
     short_seq_prob: float = field(default=0.1, metadata={"help": "nsp: probability of a shorter target length"})
     val_fraction: float = field(default=0.005, metadata={"help": "fraction of documents held out for validation"})
@@ -76,8 +78,7 @@ class PrepareConfig:
     dedupe: bool = field(default=True, metadata={"help": "drop exact duplicate documents"})
     max_doc_chars: int = field(default=1_000_000, metadata={"help": "cut longer documents (books) at paragraphs"})
     shard_tokens: int = field(default=1 << 24, metadata={"help": "tokens per shard file"})
-    nsp_pool_tokens: int = field(default=1 << 22, metadata={
-        "help": "nsp: tokens of recent documents kept for random B"})
+    nsp_pool_tokens: int = field(default=1 << 22, metadata={"help": "nsp: tokens of recent documents kept for random B"})
     progress: bool = field(default=True, metadata={"help": "show a progress bar"})
 
     def __post_init__(self) -> None:
@@ -98,8 +99,9 @@ class PrepareConfig:
         if self.dupe_factor < 1:
             raise ClozeformerError(f"--dupe-factor {self.dupe_factor}: must be >= 1")
         if self.dupe_factor > 1 and not self.static_masking:
-            raise ClozeformerError("--dupe-factor only makes sense with --static-masking "
-                                   "(dynamic masking draws new masks every epoch)")
+            raise ClozeformerError(
+                "--dupe-factor only makes sense with --static-masking (dynamic masking draws new masks every epoch)"
+            )
         if not 0.0 <= self.val_fraction < 1.0:
             raise ClozeformerError(f"--val-fraction {self.val_fraction}: must be in [0, 1)")
         if not 0.0 <= self.short_seq_prob <= 1.0:
@@ -111,8 +113,12 @@ class PrepareConfig:
         self.masking()  # validates the static masking fields
 
     def masking(self) -> MaskingConfig:
-        return MaskingConfig(mlm_probability=self.mlm_probability, strategy=self.masking_strategy,
-                             max_predictions=self.max_predictions, whole_word=self.whole_word)
+        return MaskingConfig(
+            mlm_probability=self.mlm_probability,
+            strategy=self.masking_strategy,
+            max_predictions=self.max_predictions,
+            whole_word=self.whole_word,
+        )
 
 
 # ----------------------------------------------------------------------------- tokenization workers
@@ -141,7 +147,7 @@ def _tokenize_docs(docs: list[tuple[bool, list[str]]], backend=None) -> list[tup
     out = []
     k = 0
     for c in counts:
-        ids = [e.ids for e in encs[k:k + c]]
+        ids = [e.ids for e in encs[k : k + c]]
         k += c
         lens = np.fromiter((len(x) for x in ids), dtype=np.int64, count=len(ids))
         flat = np.fromiter((i for x in ids for i in x), dtype=np.uint32, count=int(lens.sum()))
@@ -161,8 +167,9 @@ class _TokenizerPool:
 
             # spawn, not fork: forking after the Rust thread pool (or torch's) started can deadlock.
             # ProcessPoolExecutor, not Pool: a worker that dies is an error here, not a silent respawn.
-            self.pool = ProcessPoolExecutor(workers, mp_context=mp.get_context("spawn"), initializer=_init_worker,
-                                            initargs=(tokenizer_json,))
+            self.pool = ProcessPoolExecutor(
+                workers, mp_context=mp.get_context("spawn"), initializer=_init_worker, initargs=(tokenizer_json,)
+            )
             self.max_inflight = 2 * workers + 1
         else:
             from tokenizers import Tokenizer as Backend
@@ -189,8 +196,9 @@ class _TokenizerPool:
         try:
             return meta, res.result()
         except BrokenProcessPool:
-            raise ClozeformerError("a tokenizer worker process died (out of memory? killed?); "
-                                   "retry, or use --workers 0 to tokenize in this process") from None
+            raise ClozeformerError(
+                "a tokenizer worker process died (out of memory? killed?); retry, or use --workers 0 to tokenize in this process"
+            ) from None
 
     def drain(self) -> Iterator:
         while self.pending:
@@ -282,8 +290,9 @@ class NspBuilder:
     rule gives ~53% random on Wikipedia).
     """
 
-    def __init__(self, seq_len: int, cls_id: int, sep_id: int, rng: random.Random, short_seq_prob: float,
-                 pool_tokens: int) -> None:
+    def __init__(
+        self, seq_len: int, cls_id: int, sep_id: int, rng: random.Random, short_seq_prob: float, pool_tokens: int
+    ) -> None:
         self.max_num_tokens = seq_len - 3
         self.cls, self.sep = cls_id, sep_id
         self.rng = rng
@@ -375,8 +384,7 @@ class NspBuilder:
 class ShardWriter:
     """Buffers sequences and writes one shard per `shard_tokens` tokens (plus optional static masks)."""
 
-    def __init__(self, directory: Path, split: str, dtype, shard_tokens: int, nsp: bool,
-                 masker=None) -> None:
+    def __init__(self, directory: Path, split: str, dtype, shard_tokens: int, nsp: bool, masker=None) -> None:
         self.dir, self.split, self.dtype = directory, split, dtype
         self.shard_tokens, self.nsp, self.masker = shard_tokens, nsp, masker
         self.pending: list[Instance] = []
@@ -405,8 +413,8 @@ class ShardWriter:
         for j, inst in enumerate(self.pending):
             tokens = inst.tokens
             if labels is not None:
-                tokens = ids[j, :len(tokens)]
-                self.buf_labels.append(labels[j, :len(tokens)].astype(np.int32))
+                tokens = ids[j, : len(tokens)]
+                self.buf_labels.append(labels[j, : len(tokens)].astype(np.int32))
             self.buf.append(tokens.astype(self.dtype))
             self.buf_b.append(inst.b_start)
             self.buf_nsp.append(inst.nsp_label)
@@ -428,9 +436,12 @@ class ShardWriter:
         lens = np.fromiter((len(x) for x in self.buf), dtype=np.int64, count=len(self.buf))
         offsets = np.zeros(len(self.buf) + 1, dtype=np.int64)
         np.cumsum(lens, out=offsets[1:])
-        entry = {"tokens": self._save(f"{stem}.tokens.npy", np.concatenate(self.buf)),
-                 "offsets": self._save(f"{stem}.offsets.npy", offsets),
-                 "num_sequences": len(self.buf), "num_tokens": int(lens.sum())}
+        entry = {
+            "tokens": self._save(f"{stem}.tokens.npy", np.concatenate(self.buf)),
+            "offsets": self._save(f"{stem}.offsets.npy", offsets),
+            "num_sequences": len(self.buf),
+            "num_tokens": int(lens.sum()),
+        }
         if self.nsp:
             entry["b_start"] = self._save(f"{stem}.b_start.npy", np.asarray(self.buf_b, dtype=np.int32))
             entry["nsp"] = self._save(f"{stem}.nsp.npy", np.asarray(self.buf_nsp, dtype=np.uint8))
@@ -460,6 +471,7 @@ def _static_masker(table: TokenTable, cfg: MaskingConfig, seed: int, split_code:
         ids, attn = pad_batch(seqs, table.pad_id)
         keys = sample_keys(seed, STATIC_MASK_EPOCH + split_code, np.arange(first_index, first_index + len(seqs)))
         return mask_tokens(ids, keys, table, cfg, attn)
+
     return mask
 
 
@@ -491,8 +503,9 @@ def prepare(cfg: PrepareConfig) -> dict:
 
     t0 = time.perf_counter()
     tok = Tokenizer.from_pretrained(cfg.tokenizer)
-    reader = CorpusReader(cfg.input, cfg.format, min_doc_chars=cfg.min_doc_chars, dedupe=cfg.dedupe,
-                          max_doc_chars=cfg.max_doc_chars)
+    reader = CorpusReader(
+        cfg.input, cfg.format, min_doc_chars=cfg.min_doc_chars, dedupe=cfg.dedupe, max_doc_chars=cfg.max_doc_chars
+    )
     out = Path(cfg.out)
     if out.exists() and not out.is_dir():
         raise ClozeformerError(f"{out}: exists and is not a directory")
@@ -510,14 +523,22 @@ def prepare(cfg: PrepareConfig) -> dict:
             masker = _static_masker(table, cfg.masking(), cfg.seed, code) if table is not None else None
             writers[split] = ShardWriter(tmp, split, dtype, cfg.shard_tokens, nsp, masker)
             if nsp:
-                builders[split] = NspBuilder(cfg.seq_len, sp["cls"], sp["sep"], random.Random(cfg.seed * 4 + code),
-                                             cfg.short_seq_prob, cfg.nsp_pool_tokens)
+                builders[split] = NspBuilder(
+                    cfg.seq_len, sp["cls"], sp["sep"], random.Random(cfg.seed * 4 + code), cfg.short_seq_prob, cfg.nsp_pool_tokens
+                )
             else:
                 builders[split] = PackedBuilder(cfg.seq_len, sp["cls"], sp["sep"])
         counts = collections.Counter()
         pool = _TokenizerPool(tok.backend.to_str(), cfg.workers)
-        bar = tqdm(total=reader.disk_bytes_total, unit="B", unit_scale=True, desc="prepare", disable=not cfg.progress,
-                   dynamic_ncols=True, smoothing=0.05)
+        bar = tqdm(
+            total=reader.disk_bytes_total,
+            unit="B",
+            unit_scale=True,
+            desc="prepare",
+            disable=not cfg.progress,
+            dynamic_ncols=True,
+            smoothing=0.05,
+        )
         t_start = time.perf_counter()
 
         def emit(split: str, inst: Instance) -> None:
@@ -542,9 +563,9 @@ def prepare(cfg: PrepareConfig) -> dict:
                     emit(split, inst)
             bar.update(reader.disk_bytes_done() - bar.n)
             dt = max(time.perf_counter() - t_start, 1e-9)
-            bar.set_postfix_str(f"{reader.stats.bytes / dt / 1e6:.1f} MB/s text, "
-                                f"{counts['tokens'] / dt / 1e3:.0f}k tok/s",
-                                refresh=False)
+            bar.set_postfix_str(
+                f"{reader.stats.bytes / dt / 1e6:.1f} MB/s text, {counts['tokens'] / dt / 1e3:.0f}k tok/s", refresh=False
+            )
 
         try:
             meta: list[str] = []
@@ -577,12 +598,13 @@ def prepare(cfg: PrepareConfig) -> dict:
                 emit(split, inst)
             splits[split] = writers[split].close()
         if splits["train"]["num_sequences"] == 0:
-            raise ClozeformerError(f"no training sequences were produced from {reader.stats.kept:,} documents "
-                                   f"(all held out? --val-fraction {cfg.val_fraction})")
+            raise ClozeformerError(
+                f"no training sequences were produced from {reader.stats.kept:,} documents "
+                f"(all held out? --val-fraction {cfg.val_fraction})"
+            )
         elapsed = time.perf_counter() - t0
         rss_main, rss_workers = _peak_rss_mb()
-        settings = {k: v for k, v in config_dict(cfg).items()
-                    if k not in ("input", "tokenizer", "out", "workers", "progress")}
+        settings = {k: v for k, v in config_dict(cfg).items() if k not in ("input", "tokenizer", "out", "workers", "progress")}
         manifest = {
             "format_version": FORMAT_VERSION,
             "mode": cfg.mode,
@@ -599,8 +621,11 @@ def prepare(cfg: PrepareConfig) -> dict:
             **{f"{role}_token_id": i for role, i in sp.items()},
             "tokenizer": {"dir": "tokenizer", "hash": tok.fingerprint, "do_lower_case": tok.do_lower_case},
             "tokenizer_hash": tok.fingerprint,
-            "documents": {"train": counts["train_documents"], "val": counts["val_documents"],
-                          "empty_after_tokenization": counts["empty_documents"]},
+            "documents": {
+                "train": counts["train_documents"],
+                "val": counts["val_documents"],
+                "empty_after_tokenization": counts["empty_documents"],
+            },
             "sentences": counts["sentences"],
             "corpus_tokens": counts["tokens"],
             "reader": reader.stats.as_dict(),
@@ -621,8 +646,11 @@ def prepare(cfg: PrepareConfig) -> dict:
         atomic_write_json(tmp / "prepare_summary.json", summary)
         atomic_write_json(tmp / "prepare_config.json", config_dict(cfg))
     print(reader.stats.summary(), file=sys.stderr)
-    print(f"prepare: {manifest['num_train']:,} train / {manifest['num_val']:,} val sequences "
-          f"({manifest['train_tokens']:,} / {manifest['val_tokens']:,} tokens) in {elapsed:.1f} s, "
-          f"{summary['mb_per_s']:.2f} MB/s, {summary['tokens_per_s']:,.0f} tokens/s, "
-          f"peak RSS {rss_main:.0f} MB (main) / {rss_workers:.0f} MB (largest worker) -> {out}", file=sys.stderr)
+    print(
+        f"prepare: {manifest['num_train']:,} train / {manifest['num_val']:,} val sequences "
+        f"({manifest['train_tokens']:,} / {manifest['val_tokens']:,} tokens) in {elapsed:.1f} s, "
+        f"{summary['mb_per_s']:.2f} MB/s, {summary['tokens_per_s']:,.0f} tokens/s, "
+        f"peak RSS {rss_main:.0f} MB (main) / {rss_workers:.0f} MB (largest worker) -> {out}",
+        file=sys.stderr,
+    )
     return manifest

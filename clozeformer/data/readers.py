@@ -60,11 +60,13 @@ codecs.register_error("clozeformer.count", _count_and_replace)
 
 
 # ----------------------------------------------------------------------------- sentences
-_ABBREVIATIONS = frozenset("""
+_ABBREVIATIONS = frozenset(
+    """
 mr mrs ms dr prof st jr sr rev hon gen col lt sgt capt cmdr adm maj gov sen rep pres supt insp
 mt ft vs etc al cf viz approx ca inc ltd co corp bros dept univ assn est no nos vol vols pp
 fig figs eq ch sec art jan feb mar apr jun jul aug sep sept oct nov dec mon tue wed thu fri sat sun
-""".split())
+""".split()
+)
 # An English sentence ends at . ! ? (plus closing quotes/brackets) before whitespace and an
 # uppercase letter or digit (possibly behind an opening quote/bracket).
 _EN_END = re.compile(r"[.!?]+[\"'\u201d\u2019)\]]*(?=\s+[\"'\u201c\u2018(\[]*[A-Z0-9\u00c0-\u00d6\u00d8-\u00de])")
@@ -159,10 +161,12 @@ class ReaderStats:
     def summary(self) -> str:
         filtered = self.too_short + self.duplicates
         fmts = ", ".join(f"{k} {v}" for k, v in sorted(self.formats.items()))
-        return (f"read {self.documents:,} documents from {self.files:,} files ({self.bytes / 1e6:,.1f} MB; {fmts}); "
-                f"kept {self.kept:,}; filtered {filtered:,} ({self.too_short:,} too short, "
-                f"{self.duplicates:,} duplicates); skipped {self.malformed:,} malformed records and "
-                f"{self.files_skipped:,} files; replaced {self.invalid_bytes:,} invalid UTF-8 bytes")
+        return (
+            f"read {self.documents:,} documents from {self.files:,} files ({self.bytes / 1e6:,.1f} MB; {fmts}); "
+            f"kept {self.kept:,}; filtered {filtered:,} ({self.too_short:,} too short, "
+            f"{self.duplicates:,} duplicates); skipped {self.malformed:,} malformed records and "
+            f"{self.files_skipped:,} files; replaced {self.invalid_bytes:,} invalid UTF-8 bytes"
+        )
 
 
 @dataclass(frozen=True)
@@ -187,8 +191,9 @@ def expand_inputs(inputs: Sequence[str | os.PathLike]) -> list[InputFile]:
         if p.is_file():
             out.append(InputFile(p, True))
         elif p.is_dir():
-            found = sorted(q for q in p.rglob("*") if q.is_file()
-                           and not any(part.startswith(".") for part in q.relative_to(p).parts))
+            found = sorted(
+                q for q in p.rglob("*") if q.is_file() and not any(part.startswith(".") for part in q.relative_to(p).parts)
+            )
             if not found:
                 raise ClozeformerError(f"{p}: directory has no files")
             out.extend(InputFile(q, False) for q in found)
@@ -359,8 +364,9 @@ def _parse_jsonl(lines: Iterable[str], source: str, max_chars: int, stats: Reade
         if not isinstance(text, str):
             if good == 0 and isinstance(obj, dict):
                 # The very first record has no text: a wrong file or field, not a stray bad line.
-                raise ClozeformerError(f"{source}:{lineno}: JSON record has no string 'text' field "
-                                       f"(keys: {', '.join(sorted(obj)[:8])})")
+                raise ClozeformerError(
+                    f"{source}:{lineno}: JSON record has no string 'text' field (keys: {', '.join(sorted(obj)[:8])})"
+                )
             stats.malformed += 1
             continue
         good += 1
@@ -419,8 +425,14 @@ def _parse_wikitext(lines: Iterable[str], source: str, max_chars: int, stats: Re
         yield Document(paras, False, source)
 
 
-_PARSERS = {"bert": _parse_bert, "paragraph": _parse_paragraph, "lines": _parse_lines, "jsonl": _parse_jsonl,
-            "wikiextractor": _parse_wikiextractor, "wikitext": _parse_wikitext}
+_PARSERS = {
+    "bert": _parse_bert,
+    "paragraph": _parse_paragraph,
+    "lines": _parse_lines,
+    "jsonl": _parse_jsonl,
+    "wikiextractor": _parse_wikiextractor,
+    "wikitext": _parse_wikitext,
+}
 
 
 # ----------------------------------------------------------------------------- the reader
@@ -431,8 +443,15 @@ class CorpusReader:
     `reader.disk_bytes_total` give progress in on-disk (compressed) bytes.
     """
 
-    def __init__(self, inputs: Sequence[str | os.PathLike], format: str = "auto", *, min_doc_chars: int = 0,
-                 dedupe: bool = True, max_doc_chars: int = 1_000_000) -> None:
+    def __init__(
+        self,
+        inputs: Sequence[str | os.PathLike],
+        format: str = "auto",
+        *,
+        min_doc_chars: int = 0,
+        dedupe: bool = True,
+        max_doc_chars: int = 1_000_000,
+    ) -> None:
         if format not in FORMATS:
             raise ClozeformerError(f"format={format!r}: expected one of {', '.join(FORMATS)}")
         self.format = format
@@ -462,14 +481,14 @@ class CorpusReader:
                 raise ClozeformerError(f"{f.path}: {problem}")
             self.stats.files_skipped += 1
             return
-        fmt = self.format if self.format != "auto" else detect_format(
-            sample.decode("utf-8", errors="replace"))
+        fmt = self.format if self.format != "auto" else detect_format(sample.decode("utf-8", errors="replace"))
         self.stats.formats[fmt] = self.stats.formats.get(fmt, 0) + 1
         raw, stream = _open_binary(f.path)
         self._raw = raw
         counter = _CountingReader(stream)
-        text: TextIO = io.TextIOWrapper(io.BufferedReader(counter, buffer_size=1 << 16), encoding="utf-8",
-                                        errors="clozeformer.count")
+        text: TextIO = io.TextIOWrapper(
+            io.BufferedReader(counter, buffer_size=1 << 16), encoding="utf-8", errors="clozeformer.count"
+        )
         invalid0 = _INVALID_BYTES[0]
         try:
             yield from _PARSERS[fmt](text, str(f.path), self.max_doc_chars, self.stats)

@@ -51,8 +51,7 @@ class TokenizerTrainConfig:
         if self.num_unused < 0:
             raise ClozeformerError(f"--num-unused {self.num_unused}: must be >= 0")
         if self.vocab_size < self.num_unused + 5 + 2:
-            raise ClozeformerError(f"--vocab-size {self.vocab_size}: too small for {self.num_unused} unused "
-                                   "+ 5 special tokens")
+            raise ClozeformerError(f"--vocab-size {self.vocab_size}: too small for {self.num_unused} unused + 5 special tokens")
 
 
 def train_tokenizer(cfg: TokenizerTrainConfig) -> tuple[Tokenizer, dict]:
@@ -60,8 +59,9 @@ def train_tokenizer(cfg: TokenizerTrainConfig) -> tuple[Tokenizer, dict]:
     from tqdm import tqdm
 
     reader = CorpusReader(cfg.input, cfg.format, min_doc_chars=cfg.min_doc_chars, dedupe=cfg.dedupe)
-    bar = tqdm(total=reader.disk_bytes_total, unit="B", unit_scale=True, desc="reading", disable=not cfg.progress,
-               dynamic_ncols=True)
+    bar = tqdm(
+        total=reader.disk_bytes_total, unit="B", unit_scale=True, desc="reading", disable=not cfg.progress, dynamic_ncols=True
+    )
 
     finished = False
 
@@ -82,23 +82,35 @@ def train_tokenizer(cfg: TokenizerTrainConfig) -> tuple[Tokenizer, dict]:
 
     t0 = time.perf_counter()
     try:
-        tok = Tokenizer.train(batches(), cfg.vocab_size, do_lower_case=not cfg.cased, min_frequency=cfg.min_frequency,
-                              limit_alphabet=cfg.limit_alphabet, num_unused=cfg.num_unused,
-                              show_progress=cfg.progress)
+        tok = Tokenizer.train(
+            batches(),
+            cfg.vocab_size,
+            do_lower_case=not cfg.cased,
+            min_frequency=cfg.min_frequency,
+            limit_alphabet=cfg.limit_alphabet,
+            num_unused=cfg.num_unused,
+            show_progress=cfg.progress,
+        )
     except ClozeformerError:
         if finished:
             reader.require_documents()  # "nothing left after filtering" is the clearer error
         raise
     seconds = time.perf_counter() - t0
-    summary = {"seconds": round(seconds, 2), "vocab_size": tok.vocab_size, "input_bytes": reader.stats.bytes,
-               "reader": reader.stats.as_dict(), "reader_summary": reader.stats.summary()}
+    summary = {
+        "seconds": round(seconds, 2),
+        "vocab_size": tok.vocab_size,
+        "input_bytes": reader.stats.bytes,
+        "reader": reader.stats.as_dict(),
+        "reader_summary": reader.stats.summary(),
+    }
     return tok, summary
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     sub = parser.add_subparsers(dest="action", metavar="ACTION", required=True)
-    train = sub.add_parser("train", help="learn a WordPiece vocab from corpora",
-                           formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    train = sub.add_parser(
+        "train", help="learn a WordPiece vocab from corpora", formatter_class=argparse.ArgumentDefaultsHelpFormatter
+    )
     train.add_argument("--config", help="JSON/YAML file of TokenizerTrainConfig values (flags win)")
     add_dataclass_args(train, TokenizerTrainConfig)
 
@@ -111,10 +123,11 @@ def main(args: argparse.Namespace) -> int:
     save_config(cfg, Path(out) / "tokenizer_train_config.json")
     print(summary["reader_summary"], file=sys.stderr)
     if tok.vocab_size < cfg.vocab_size:
-        print(f"note: the corpus supported only {tok.vocab_size:,} of the {cfg.vocab_size:,} requested tokens",
-              file=sys.stderr)
+        print(f"note: the corpus supported only {tok.vocab_size:,} of the {cfg.vocab_size:,} requested tokens", file=sys.stderr)
     sp = tok.special_ids
-    print(f"wrote {out / 'vocab.txt'} ({tok.vocab_size:,} tokens, {'cased' if cfg.cased else 'uncased'}; "
-          f"[PAD]={sp['pad']} [UNK]={sp['unk']} [CLS]={sp['cls']} [SEP]={sp['sep']} [MASK]={sp['mask']}) "
-          f"in {summary['seconds']:.1f} s")
+    print(
+        f"wrote {out / 'vocab.txt'} ({tok.vocab_size:,} tokens, {'cased' if cfg.cased else 'uncased'}; "
+        f"[PAD]={sp['pad']} [UNK]={sp['unk']} [CLS]={sp['cls']} [SEP]={sp['sep']} [MASK]={sp['mask']}) "
+        f"in {summary['seconds']:.1f} s"
+    )
     return 0

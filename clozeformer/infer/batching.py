@@ -27,7 +27,7 @@ def length_sorted_batches(lengths: Sequence[int], batch_size: int) -> list[list[
     if batch_size < 1:
         raise ValueError(f"batch_size must be >= 1, got {batch_size}")
     order = sorted(range(len(lengths)), key=lambda i: -lengths[i])
-    return [order[i:i + batch_size] for i in range(0, len(order), batch_size)]
+    return [order[i : i + batch_size] for i in range(0, len(order), batch_size)]
 
 
 def pad_batch(rows: Sequence[tuple[Sequence[int], Sequence[int]]], pad_id: int) -> Batch:

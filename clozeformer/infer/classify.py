@@ -53,8 +53,7 @@ class ClassifyPipeline(Pipeline):
     def preprocess(self, items: Sequence[Any]) -> list[Example]:
         pairs = [split_pair(i, item) for i, item in enumerate(items)]
         encs = self.backend.encode_batch([a if b is None else (a, b) for a, b in pairs])
-        return [Example([Window(enc.ids, enc.type_ids)], {"truncated": self.check_length(i, enc)})
-                for i, enc in enumerate(encs)]
+        return [Example([Window(enc.ids, enc.type_ids)], {"truncated": self.check_length(i, enc)}) for i, enc in enumerate(encs)]
 
     def forward(self, batch: Batch, windows: list[Window]) -> list[Any]:
         logits = self.runner.logits(batch)  # (B, K)
@@ -78,10 +77,12 @@ class ClassifyPipeline(Pipeline):
 
 # ----------------------------------------------------------------------------- CLI verb
 
+
 @dataclass
 class ClassifyConfig(cli.PredictConfig):
-    pair: str | None = field(default=None, metadata={
-        "help": "second text of a pair, for one argument input (files: a TAB or a text_pair field)"})
+    pair: str | None = field(
+        default=None, metadata={"help": "second text of a pair, for one argument input (files: a TAB or a text_pair field)"}
+    )
 
     def __post_init__(self) -> None:
         super().__post_init__()

@@ -29,25 +29,29 @@ from clozeformer.io import json_object
 class PredictConfig:
     """Options every prediction verb takes."""
 
-    model: str = field(default="", metadata={"help": "model directory (HF format: config.json, "
-                                                     "model.safetensors, vocab.txt)"})
+    model: str = field(default="", metadata={"help": "model directory (HF format: config.json, model.safetensors, vocab.txt)"})
     inputs: list[str] = field(default_factory=list, metadata={"help": "input text(s); or use --input"})
-    input: str | None = field(default=None, metadata={"help": "read inputs from FILE ('-' = stdin): "
-                                                               "one per line, or JSONL"})
-    format: Literal["auto", "text", "jsonl"] = field(default="auto", metadata={
-        "help": "input file format; auto = JSONL when the name ends in .jsonl or the first line is an object"})
+    input: str | None = field(default=None, metadata={"help": "read inputs from FILE ('-' = stdin): one per line, or JSONL"})
+    format: Literal["auto", "text", "jsonl"] = field(
+        default="auto",
+        metadata={"help": "input file format; auto = JSONL when the name ends in .jsonl or the first line is an object"},
+    )
     output: str | None = field(default=None, metadata={"help": "write results to FILE (atomically) instead of stdout"})
     json: bool = field(default=False, metadata={"help": "JSONL output, one object per input"})
     batch_size: int = field(default=32, metadata={"help": "sequences per forward pass"})
-    max_length: int | None = field(default=None, metadata={"help": "max tokens per sequence (default: "
-                                                                    "the model's maximum, at most 512)"})
-    overlong: Literal["truncate", "reject"] = field(default="truncate", metadata={
-        "help": "inputs over max_length: truncate (and flag it; qa and ner use windows instead) or reject"})
+    max_length: int | None = field(
+        default=None, metadata={"help": "max tokens per sequence (default: the model's maximum, at most 512)"}
+    )
+    overlong: Literal["truncate", "reject"] = field(
+        default="truncate",
+        metadata={"help": "inputs over max_length: truncate (and flag it; qa and ner use windows instead) or reject"},
+    )
     backend: Literal["torch", "onnx"] = field(default="torch", metadata={"help": "run in PyTorch or ONNX Runtime"})
     onnx: str | None = field(default=None, metadata={"help": "ONNX file for --backend onnx (default MODEL/model.onnx)"})
     device: str | None = field(default=None, metadata={"help": "cpu, cuda, cuda:1 (default: cuda if available)"})
-    dtype: Literal["auto", "fp32", "bf16"] = field(default="auto", metadata={
-        "help": "auto = bf16 only on hardware with native bf16 (GPUs), else fp32"})
+    dtype: Literal["auto", "fp32", "bf16"] = field(
+        default="auto", metadata={"help": "auto = bf16 only on hardware with native bf16 (GPUs), else fp32"}
+    )
     threads: int | None = field(default=None, metadata={"help": "intra-op CPU threads (default: torch's choice)"})
     compile: bool = field(default=False, metadata={"help": "torch.compile the model (slow first batch)"})
     progress: bool = field(default=True, metadata={"help": "progress bar when reading a file"})
@@ -61,9 +65,17 @@ class PredictConfig:
             raise ClozeformerError("give inputs as arguments or with --input FILE, not both")
 
     def pipeline_kwargs(self) -> dict[str, Any]:
-        return dict(batch_size=self.batch_size, max_length=self.max_length, overlong=self.overlong,
-                    backend=self.backend, onnx=self.onnx, device=self.device, dtype=self.dtype,
-                    threads=self.threads, compile=self.compile)
+        return dict(
+            batch_size=self.batch_size,
+            max_length=self.max_length,
+            overlong=self.overlong,
+            backend=self.backend,
+            onnx=self.onnx,
+            device=self.device,
+            dtype=self.dtype,
+            threads=self.threads,
+            compile=self.compile,
+        )
 
 
 @dataclass
@@ -103,7 +115,7 @@ def read_lines(path: str) -> list[tuple[int, str]]:
     try:
         text = data.decode("utf-8-sig")
     except UnicodeDecodeError as e:
-        line = data[:e.start].count(b"\n") + 1
+        line = data[: e.start].count(b"\n") + 1
         raise ClozeformerError(f"{name}:{line}: not UTF-8 (byte {e.start} of the file)") from None
     return [(i + 1, line.rstrip("\r")) for i, line in enumerate(text.split("\n"))]
 
@@ -117,8 +129,9 @@ def echo_of(value: Any) -> dict:
     return dict(value)
 
 
-def read_records(cfg: PredictConfig, from_fields: Callable[[dict, str], Any],
-                 text_line: Callable[[str, str], Any]) -> list[Record]:
+def read_records(
+    cfg: PredictConfig, from_fields: Callable[[dict, str], Any], text_line: Callable[[str, str], Any]
+) -> list[Record]:
     """Inputs from arguments, or from `cfg.input` as text lines or JSONL objects.
 
     `from_fields(obj, source)` turns a JSONL object into the pipeline's input; `text_line(line,
@@ -171,8 +184,7 @@ def run_predictions(pipe, records: list[Record], progress: bool) -> list[Any]:
         raise ClozeformerError(f"{records[e.index].source}: {e.reason}") from None
 
 
-def write_results(cfg: PredictConfig, records: list[Record], results: list[Any],
-                  as_text: Callable[[Record, Any], str]) -> None:
+def write_results(cfg: PredictConfig, records: list[Record], results: list[Any], as_text: Callable[[Record, Any], str]) -> None:
     if cfg.json:
         lines = [json.dumps({**r.echo, **res}, ensure_ascii=False) for r, res in zip(records, results)]
     else:

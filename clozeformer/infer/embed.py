@@ -49,8 +49,10 @@ class EmbedPipeline(Pipeline):
 
     def preprocess(self, items: Sequence[Any]) -> list[Example]:
         texts = [check_text(i, t) for i, t in enumerate(items)]
-        return [Example([Window(enc.ids, enc.type_ids)], {"truncated": self.check_length(i, enc)})
-                for i, enc in enumerate(self.backend.encode_batch(texts))]
+        return [
+            Example([Window(enc.ids, enc.type_ids)], {"truncated": self.check_length(i, enc)})
+            for i, enc in enumerate(self.backend.encode_batch(texts))
+        ]
 
     def forward(self, batch: Batch, windows: list[Window]) -> list[Any]:
         vectors = pool(self.runner.hidden(batch), batch.attention_mask, self.pooling)  # (B, H)
@@ -77,12 +79,14 @@ class EmbedPipeline(Pipeline):
 
 # ----------------------------------------------------------------------------- CLI verb
 
+
 @dataclass
 class EmbedConfig(cli.PredictConfig):
     pooling: Pooling = field(default="cls", metadata={"help": "[CLS] vector or mean over tokens"})
     normalize: bool = field(default=True, metadata={"help": "L2-normalise each vector"})
-    build_index: str | None = field(default=None, metadata={
-        "help": "write a search index to this directory instead of printing vectors"})
+    build_index: str | None = field(
+        default=None, metadata={"help": "write a search index to this directory instead of printing vectors"}
+    )
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -102,9 +106,14 @@ def main(args: argparse.Namespace) -> int:
 
     cfg = cli.config_from_args(EmbedConfig, args)
     if cfg.build_index is None:
-        return cli.predict_main("embed", cfg, {"pooling": cfg.pooling, "normalize": cfg.normalize},
-                                lambda obj, src: cli.require_field(obj, "text", src), lambda line, src: line,
-                                _as_text)
+        return cli.predict_main(
+            "embed",
+            cfg,
+            {"pooling": cfg.pooling, "normalize": cfg.normalize},
+            lambda obj, src: cli.require_field(obj, "text", src),
+            lambda line, src: line,
+            _as_text,
+        )
     if not cfg.normalize:
         raise ClozeformerError("--build-index needs normalised vectors (cosine search); drop --no-normalize")
     cli.show_config(cfg)

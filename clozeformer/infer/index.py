@@ -46,8 +46,7 @@ class EmbeddingIndex:
         return len(self.texts)
 
     @classmethod
-    def build(cls, pipe, texts: Sequence[str], ids: Sequence[Any] | None = None,
-              progress: bool = False) -> EmbeddingIndex:
+    def build(cls, pipe, texts: Sequence[str], ids: Sequence[Any] | None = None, progress: bool = False) -> EmbeddingIndex:
         """Embed `texts` with an EmbedPipeline (normalised vectors) and hold them with their ids."""
         if not pipe.normalize:
             raise ClozeformerError("an index needs L2-normalised embeddings (normalize=True)")
@@ -57,10 +56,17 @@ class EmbeddingIndex:
         ids = list(range(len(texts))) if ids is None else list(ids)
         matrix = pipe.embed(texts, progress=progress)
         runner = pipe.runner
-        meta = {"format": FORMAT, "version": FORMAT_VERSION, "clozeformer": __version__,
-                "model": str(getattr(runner, "source", "")), "architecture": runner.architecture,
-                "pooling": pipe.pooling, "max_length": pipe.max_length, "count": len(texts),
-                "dim": int(matrix.shape[1])}
+        meta = {
+            "format": FORMAT,
+            "version": FORMAT_VERSION,
+            "clozeformer": __version__,
+            "model": str(getattr(runner, "source", "")),
+            "architecture": runner.architecture,
+            "pooling": pipe.pooling,
+            "max_length": pipe.max_length,
+            "count": len(texts),
+            "dim": int(matrix.shape[1]),
+        }
         return cls(matrix, texts, ids, meta)
 
     def save(self, directory: str | Path, config: dict | None = None) -> Path:
@@ -82,8 +88,10 @@ class EmbeddingIndex:
     def load(cls, directory: str | Path) -> EmbeddingIndex:
         directory = Path(directory)
         if not directory.is_dir():
-            raise ClozeformerError(f"{directory}: no such index directory (build one with "
-                                   f"`clozeformer embed --build-index {directory} --input FILE`)")
+            raise ClozeformerError(
+                f"{directory}: no such index directory (build one with "
+                f"`clozeformer embed --build-index {directory} --input FILE`)"
+            )
         for name in ("index.json", "embeddings.npy", "texts.jsonl"):
             if not (directory / name).is_file():
                 raise ClozeformerError(f"{directory}: missing {name}; not a clozeformer index")
@@ -94,8 +102,10 @@ class EmbeddingIndex:
         if not isinstance(meta, dict) or meta.get("format") != FORMAT:
             raise ClozeformerError(f"{directory / 'index.json'}: not a {FORMAT} file")
         if meta.get("version") != FORMAT_VERSION:
-            raise ClozeformerError(f"{directory / 'index.json'}: index version {meta.get('version')} "
-                                   f"(this clozeformer reads {FORMAT_VERSION}); rebuild the index")
+            raise ClozeformerError(
+                f"{directory / 'index.json'}: index version {meta.get('version')} "
+                f"(this clozeformer reads {FORMAT_VERSION}); rebuild the index"
+            )
         try:
             matrix = np.load(directory / "embeddings.npy", mmap_mode="r", allow_pickle=False)
         except ValueError as e:
@@ -109,19 +119,22 @@ class EmbeddingIndex:
                 ids.append(obj["id"])
                 texts.append(obj["text"])
             except (json.JSONDecodeError, KeyError, TypeError):
-                raise ClozeformerError(f"{directory / 'texts.jsonl'}:{n}: expected "
-                                       '{"id": ..., "text": ...}') from None
+                raise ClozeformerError(f'{directory / "texts.jsonl"}:{n}: expected {{"id": ..., "text": ...}}') from None
         if matrix.ndim != 2 or matrix.shape[0] != len(texts) or matrix.dtype != np.float32:
-            raise ClozeformerError(f"{directory}: embeddings.npy is {matrix.dtype} {matrix.shape} but "
-                                   f"texts.jsonl has {len(texts)} rows; rebuild the index")
+            raise ClozeformerError(
+                f"{directory}: embeddings.npy is {matrix.dtype} {matrix.shape} but "
+                f"texts.jsonl has {len(texts)} rows; rebuild the index"
+            )
         return cls(matrix, texts, ids, meta)
 
     def search(self, queries: np.ndarray, top_k: int = 5) -> list[list[tuple[int, float]]]:
         """(Q, H) unit query vectors -> per query, [(row, cosine)] best first."""
         queries = np.atleast_2d(np.asarray(queries, dtype=np.float32))
         if queries.shape[1] != self.embeddings.shape[1]:
-            raise ClozeformerError(f"query vectors have {queries.shape[1]} dims, the index {self.embeddings.shape[1]}; "
-                                   "embed queries with the model that built the index")
+            raise ClozeformerError(
+                f"query vectors have {queries.shape[1]} dims, the index {self.embeddings.shape[1]}; "
+                "embed queries with the model that built the index"
+            )
         k = min(top_k, len(self))
         scores = np.asarray(self.embeddings @ queries.T)  # (N, Q)
         out = []
@@ -135,14 +148,18 @@ class EmbeddingIndex:
     def query(self, pipe, texts: Sequence[str], top_k: int = 5) -> list[list[dict]]:
         """Embed `texts` with `pipe` and return their hits: {"rank", "score", "id", "text"}."""
         if pipe.pooling != self.meta.get("pooling", pipe.pooling):
-            raise ClozeformerError(f"the index was built with {self.meta['pooling']} pooling; "
-                                   f"the query pipeline uses {pipe.pooling}")
+            raise ClozeformerError(
+                f"the index was built with {self.meta['pooling']} pooling; the query pipeline uses {pipe.pooling}"
+            )
         hits = self.search(pipe.embed(list(texts)), top_k)
-        return [[{"rank": r + 1, "score": s, "id": self.ids[i], "text": self.texts[i]}
-                 for r, (i, s) in enumerate(row)] for row in hits]
+        return [
+            [{"rank": r + 1, "score": s, "id": self.ids[i], "text": self.texts[i]} for r, (i, s) in enumerate(row)]
+            for row in hits
+        ]
 
 
 # ----------------------------------------------------------------------------- `search` verb
+
 
 @dataclass
 class SearchConfig(cli.PredictConfig):

@@ -67,16 +67,19 @@ def group_entities(words: Sequence[tuple[str, float, int, int]]) -> list[dict]:
 class NerPipeline(Pipeline):
     task = "ner"
 
-    def __init__(self, runner, tokenizer, *, aggregation: Aggregation = "first", stride: int | None = None,
-                 **kwargs: Any) -> None:
+    def __init__(
+        self, runner, tokenizer, *, aggregation: Aggregation = "first", stride: int | None = None, **kwargs: Any
+    ) -> None:
         super().__init__(runner, tokenizer, **kwargs)
         if aggregation not in ("first", "average"):
             raise ClozeformerError(f"aggregation={aggregation!r}: choose first or average")
         if stride is None:  # a quarter of a window, at most 32 tokens
             stride = min(32, (self.max_length - 2) // 4)
         if not 0 <= stride <= (self.max_length - 2) // 2:
-            raise ClozeformerError(f"stride={stride}: must be between 0 and half a window's text tokens "
-                                   f"({(self.max_length - 2) // 2} for max_length {self.max_length})")
+            raise ClozeformerError(
+                f"stride={stride}: must be between 0 and half a window's text tokens "
+                f"({(self.max_length - 2) // 2} for max_length {self.max_length})"
+            )
         self.aggregation = aggregation
         self.stride = stride
         self.labels = label_names(self.config)
@@ -87,14 +90,13 @@ class NerPipeline(Pipeline):
         examples = []
         for i, (text, enc) in enumerate(zip(texts, self.backend.encode_batch(texts))):
             self.check_length(i, enc)  # raises for overlong="reject"; otherwise the windows cover it all
-            windows = [Window(e.ids, e.type_ids, {"offsets": e.offsets, "word_ids": e.word_ids})
-                       for e in (enc, *enc.overflowing)]
+            windows = [Window(e.ids, e.type_ids, {"offsets": e.offsets, "word_ids": e.word_ids}) for e in (enc, *enc.overflowing)]
             examples.append(Example(windows, {"text": text}))
         return examples
 
     def forward(self, batch: Batch, windows: list[Window]) -> list[Any]:
         probs = self.runner.logits(batch).softmax(-1)  # (B, T, K)
-        return [probs[b, :len(w.input_ids)] for b, w in enumerate(windows)]
+        return [probs[b, : len(w.input_ids)] for b, w in enumerate(windows)]
 
     def postprocess(self, example: Example, outputs: list[Any]) -> dict:
         words = []
@@ -106,9 +108,20 @@ class NerPipeline(Pipeline):
             words.append((self.labels[k], float(p[k]), offsets[tokens[0]][0], offsets[tokens[-1]][1]))
         entities = group_entities(words)
         text = example.data["text"]
-        return {"entities": [{"type": e["type"], "text": text[e["start"]:e["end"]], "score": e["score"],
-                              "start": e["start"], "end": e["end"]} for e in entities],
-                "windows": len(example.windows), "truncated": False}
+        return {
+            "entities": [
+                {
+                    "type": e["type"],
+                    "text": text[e["start"] : e["end"]],
+                    "score": e["score"],
+                    "start": e["start"],
+                    "end": e["end"],
+                }
+                for e in entities
+            ],
+            "windows": len(example.windows),
+            "truncated": False,
+        }
 
     def describe(self) -> dict:
         return {**super().describe(), "aggregation": self.aggregation, "stride": self.stride, "labels": self.labels}
@@ -141,12 +154,15 @@ def max_context_pieces(windows: Sequence[Sequence[int | None]]) -> dict[int, tup
 
 # ----------------------------------------------------------------------------- CLI verb
 
+
 @dataclass
 class NerConfig(cli.PredictConfig):
-    aggregation: Aggregation = field(default="first", metadata={
-        "help": "a word's label: its first piece's, or the argmax of its pieces' mean"})
-    stride: int | None = field(default=None, metadata={
-        "help": "tokens shared by consecutive windows of a long text (default: a quarter window, <= 32)"})
+    aggregation: Aggregation = field(
+        default="first", metadata={"help": "a word's label: its first piece's, or the argmax of its pieces' mean"}
+    )
+    stride: int | None = field(
+        default=None, metadata={"help": "tokens shared by consecutive windows of a long text (default: a quarter window, <= 32)"}
+    )
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -155,12 +171,19 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def _as_text(record: cli.Record, result: dict) -> str:
     lines = [f"{record.value}{cli.mark_truncated(result)}"]
-    lines += [f"  {e['type']}\t{e['text']}\t(chars {e['start']}-{e['end']}, score {e['score']:.3f})"
-              for e in result["entities"]] or ["  (no entities)"]
+    lines += [
+        f"  {e['type']}\t{e['text']}\t(chars {e['start']}-{e['end']}, score {e['score']:.3f})" for e in result["entities"]
+    ] or ["  (no entities)"]
     return "\n".join(lines)
 
 
 def main(args: argparse.Namespace) -> int:
     cfg = cli.config_from_args(NerConfig, args)
-    return cli.predict_main("ner", cfg, {"aggregation": cfg.aggregation, "stride": cfg.stride},
-                            lambda obj, src: cli.require_field(obj, "text", src), lambda line, src: line, _as_text)
+    return cli.predict_main(
+        "ner",
+        cfg,
+        {"aggregation": cfg.aggregation, "stride": cfg.stride},
+        lambda obj, src: cli.require_field(obj, "text", src),
+        lambda line, src: line,
+        _as_text,
+    )

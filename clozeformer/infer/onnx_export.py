@@ -87,17 +87,16 @@ def sample_inputs(config, batch: int, length: int, seed: int) -> dict[str, torch
     ids = torch.randint(1, config.vocab_size, (batch, length), generator=g)
     mask = torch.ones(batch, length, dtype=torch.long)
     for b in range(batch):
-        mask[b, max(2, length - b):] = 0
+        mask[b, max(2, length - b) :] = 0
     ids = ids * mask
     types = torch.zeros(batch, length, dtype=torch.long)
-    types[:, length // 2:] = 1
+    types[:, length // 2 :] = 1
     types = types * mask
     positions = torch.tensor([b * length + 1 for b in range(batch)] + [length - 1])  # (N,): row 0 is unpadded
     return {"input_ids": ids, "attention_mask": mask, "token_type_ids": types, "masked_positions": positions}
 
 
-def export_onnx(model_dir: str | Path, out: str | Path, *, opset: int = 17, check: bool = True,
-                atol: float = 1e-4) -> dict:
+def export_onnx(model_dir: str | Path, out: str | Path, *, opset: int = 17, check: bool = True, atol: float = 1e-4) -> dict:
     """Write `out` (atomically) and return {"architecture", "outputs", "max_abs_diff": {output: diff}}."""
     import onnx
 
@@ -118,20 +117,30 @@ def export_onnx(model_dir: str | Path, out: str | Path, *, opset: int = 17, chec
             # model's Python-level length check (a constant in the graph, which is correct).
             warnings.simplefilter("ignore", category=DeprecationWarning)
             warnings.simplefilter("ignore", category=torch.jit.TracerWarning)
-            torch.onnx.export(wrapper, tuple(example[k] for k in inputs), str(tmp), dynamo=False,
-                              input_names=inputs, output_names=outputs, dynamic_axes=_dynamic_axes(arch),
-                              opset_version=opset, do_constant_folding=True)
+            torch.onnx.export(
+                wrapper,
+                tuple(example[k] for k in inputs),
+                str(tmp),
+                dynamo=False,
+                input_names=inputs,
+                output_names=outputs,
+                dynamic_axes=_dynamic_axes(arch),
+                opset_version=opset,
+                do_constant_folding=True,
+            )
         graph = onnx.load(str(tmp))
-        for key, value in (("architecture", arch), ("clozeformer", __version__),
-                           ("max_position_embeddings", str(config.max_position_embeddings))):
+        for key, value in (
+            ("architecture", arch),
+            ("clozeformer", __version__),
+            ("max_position_embeddings", str(config.max_position_embeddings)),
+        ):
             graph.metadata_props.add(key=key, value=value)
         onnx.save(graph, str(tmp))
         if check:
             report["max_abs_diff"] = check_parity(wrapper, tmp, config, inputs, outputs)
             worst = max(report["max_abs_diff"].values())
             if worst > atol:
-                raise ClozeformerError(f"{out}: ONNX output differs from PyTorch by {worst:.2e} > {atol:g}; "
-                                       "not written")
+                raise ClozeformerError(f"{out}: ONNX output differs from PyTorch by {worst:.2e} > {atol:g}; not written")
     report["path"] = str(out)
     return report
 
@@ -149,6 +158,7 @@ def check_parity(wrapper: nn.Module, path: Path, config, inputs: list[str], outp
 
 
 # ----------------------------------------------------------------------------- `export` verb
+
 
 @dataclass
 class ExportConfig:
@@ -184,8 +194,10 @@ def main(args: argparse.Namespace) -> int:
         raise ClozeformerError("export needs onnx and onnxruntime (pip install 'clozeformer[onnx]')") from None
     report = export_onnx(cfg.model, cfg.onnx, opset=cfg.opset, check=cfg.check, atol=cfg.atol)
     save_config(cfg, str(cfg.onnx) + ".config.json")
-    print(f"wrote {report['path']} ({report['architecture']}; inputs {', '.join(report['inputs'])}; "
-          f"outputs {', '.join(report['outputs'])})")
+    print(
+        f"wrote {report['path']} ({report['architecture']}; inputs {', '.join(report['inputs'])}; "
+        f"outputs {', '.join(report['outputs'])})"
+    )
     if cfg.check:
         print("| output | max abs diff vs PyTorch |\n|---|---|")
         for name, diff in report["max_abs_diff"].items():

@@ -82,8 +82,9 @@ def check_text(index: int, value: Any, name: str = "text") -> str:
 class Pipeline(ABC):
     task: ClassVar[str] = ""
 
-    def __init__(self, runner: Runner, tokenizer, *, batch_size: int = 32, max_length: int | None = None,
-                 overlong: Overlong = "truncate") -> None:
+    def __init__(
+        self, runner: Runner, tokenizer, *, batch_size: int = 32, max_length: int | None = None, overlong: Overlong = "truncate"
+    ) -> None:
         require_task(self.task, runner.architecture, "model")
         if batch_size < 1:
             raise ClozeformerError(f"batch_size must be >= 1, got {batch_size}")
@@ -91,8 +92,9 @@ class Pipeline(ABC):
             raise ClozeformerError(f"overlong={overlong!r}: choose truncate or reject")
         limit = runner.config.max_position_embeddings
         if max_length is not None and not 8 <= max_length <= limit:
-            raise ClozeformerError(f"max_length={max_length}: must be between 8 and the model's "
-                                   f"max_position_embeddings ({limit})")
+            raise ClozeformerError(
+                f"max_length={max_length}: must be between 8 and the model's max_position_embeddings ({limit})"
+            )
         self.runner = runner
         self.config = runner.config
         self.tokenizer = tokenizer
@@ -108,24 +110,22 @@ class Pipeline(ABC):
 
     # ------------------------------------------------------------------ the task's three steps
     @abstractmethod
-    def preprocess(self, items: Sequence[Any]) -> list[Example]:
-        ...
+    def preprocess(self, items: Sequence[Any]) -> list[Example]: ...
 
     @abstractmethod
-    def forward(self, batch: Batch, windows: list[Window]) -> list[Any]:
-        ...
+    def forward(self, batch: Batch, windows: list[Window]) -> list[Any]: ...
 
     @abstractmethod
-    def postprocess(self, example: Example, outputs: list[Any]) -> Any:
-        ...
+    def postprocess(self, example: Example, outputs: list[Any]) -> Any: ...
 
     # ------------------------------------------------------------------ shared machinery
     def check_length(self, index: int, enc) -> bool:
         """Whether `enc` (a tokenizers Encoding) was truncated; raises when overlong inputs are rejected."""
         truncated = len(enc.overflowing) > 0
         if truncated and self.overlong == "reject":
-            raise InputError(index, f"longer than the maximum of {self.max_length} tokens "
-                                    "(shorten it, or use overlong='truncate')")
+            raise InputError(
+                index, f"longer than the maximum of {self.max_length} tokens (shorten it, or use overlong='truncate')"
+            )
         return truncated
 
     def __call__(self, inputs: Any, *, progress: bool = False) -> Any:
@@ -148,8 +148,7 @@ class Pipeline(ABC):
         flat = [(i, w) for i, ex in enumerate(examples) for w in ex.windows]
         outputs: list[Any] = [None] * len(flat)
         batches = length_sorted_batches([len(w.input_ids) for _, w in flat], self.batch_size)
-        with tqdm(total=len(flat), disable=not progress, unit="seq", file=sys.stderr,
-                  desc=self.task, dynamic_ncols=True) as bar:
+        with tqdm(total=len(flat), disable=not progress, unit="seq", file=sys.stderr, desc=self.task, dynamic_ncols=True) as bar:
             for idx in batches:
                 windows = [flat[j][1] for j in idx]
                 batch = pad_batch([(w.input_ids, w.token_type_ids) for w in windows], self.pad_id)
@@ -166,8 +165,13 @@ class Pipeline(ABC):
         return result
 
     def describe(self) -> dict:
-        return {"task": self.task, "max_length": self.max_length, "batch_size": self.batch_size,
-                "overlong": self.overlong, **self.runner.describe()}
+        return {
+            "task": self.task,
+            "max_length": self.max_length,
+            "batch_size": self.batch_size,
+            "overlong": self.overlong,
+            **self.runner.describe(),
+        }
 
 
 def pipeline_class(task: str) -> type[Pipeline]:
@@ -177,10 +181,22 @@ def pipeline_class(task: str) -> type[Pipeline]:
     return getattr(importlib.import_module(module), name)
 
 
-def pipeline(task: str, model: str | Path | Runner | torch.nn.Module, *, tokenizer=None, device: str | None = None,
-             batch_size: int = 32, max_length: int | None = None, overlong: Overlong = "truncate",
-             backend: Literal["torch", "onnx"] = "torch", onnx: str | Path | None = None, dtype: str = "auto",
-             compile: bool = False, threads: int | None = None, **task_options: Any) -> Pipeline:
+def pipeline(
+    task: str,
+    model: str | Path | Runner | torch.nn.Module,
+    *,
+    tokenizer=None,
+    device: str | None = None,
+    batch_size: int = 32,
+    max_length: int | None = None,
+    overlong: Overlong = "truncate",
+    backend: Literal["torch", "onnx"] = "torch",
+    onnx: str | Path | None = None,
+    dtype: str = "auto",
+    compile: bool = False,
+    threads: int | None = None,
+    **task_options: Any,
+) -> Pipeline:
     """A ready pipeline for `task` ("fill-mask", "classify", "embed", "qa", "ner").
 
     `model` is an HF-format directory (config.json with "architectures", model.safetensors,
@@ -198,8 +214,15 @@ def pipeline(task: str, model: str | Path | Runner | torch.nn.Module, *, tokeniz
     if isinstance(model, (str, Path)):
         directory = Path(model)
         require_task(task, read_architecture(directory)[1], str(directory))  # before loading weights
-        runner: Runner = load_runner(directory, backend=backend, onnx_path=str(onnx) if onnx else None,
-                                     device=device, dtype=dtype, compile=compile, threads=threads)
+        runner: Runner = load_runner(
+            directory,
+            backend=backend,
+            onnx_path=str(onnx) if onnx else None,
+            device=device,
+            dtype=dtype,
+            compile=compile,
+            threads=threads,
+        )
         if tokenizer is None:
             tokenizer = Tokenizer.from_pretrained(directory)
     elif isinstance(model, Runner):
@@ -207,17 +230,17 @@ def pipeline(task: str, model: str | Path | Runner | torch.nn.Module, *, tokeniz
     elif isinstance(model, torch.nn.Module):
         runner = TorchRunner(model, device=device, dtype=dtype, compile=compile)
     else:
-        raise ClozeformerError(f"model must be a directory, a clozeformer model or a Runner, "
-                               f"not {type(model).__name__}")
+        raise ClozeformerError(f"model must be a directory, a clozeformer model or a Runner, not {type(model).__name__}")
     if tokenizer is None:
         raise ClozeformerError("pass tokenizer= with a model object (a directory brings its own vocab.txt)")
     if isinstance(tokenizer, (str, Path)):
         tokenizer = Tokenizer.from_pretrained(tokenizer)
     if tokenizer.vocab_size > runner.config.vocab_size:
-        raise ClozeformerError(f"the vocab has {tokenizer.vocab_size} tokens but the model's config.json says "
-                               f"vocab_size={runner.config.vocab_size}: mismatched vocab.txt")
+        raise ClozeformerError(
+            f"the vocab has {tokenizer.vocab_size} tokens but the model's config.json says "
+            f"vocab_size={runner.config.vocab_size}: mismatched vocab.txt"
+        )
     try:
-        return cls(runner, tokenizer, batch_size=batch_size, max_length=max_length, overlong=overlong,
-                   **task_options)
+        return cls(runner, tokenizer, batch_size=batch_size, max_length=max_length, overlong=overlong, **task_options)
     except TypeError as e:
         raise ClozeformerError(f"{task}: {e}") from None

@@ -41,8 +41,9 @@ def split_qa(index: int, item: Any) -> tuple[str, str]:
     elif isinstance(item, tuple) and len(item) == 2:
         q, c = item
     else:
-        raise InputError(index, f"expected {{'question': ..., 'context': ...}} or a (question, context) tuple, "
-                                f"got {type(item).__name__}")
+        raise InputError(
+            index, f"expected {{'question': ..., 'context': ...}} or a (question, context) tuple, got {type(item).__name__}"
+        )
     return check_text(index, q, "question"), check_text(index, c, "context")
 
 
@@ -65,17 +66,29 @@ def best_span_of_probs(p_start: torch.Tensor, p_end: torch.Tensor, max_answer_le
 class QuestionAnsweringPipeline(Pipeline):
     task = "qa"
 
-    def __init__(self, runner, tokenizer, *, doc_stride: int = 128, max_answer_length: int = 30,
-                 max_question_length: int = 64, allow_no_answer: bool = False, **kwargs: Any) -> None:
+    def __init__(
+        self,
+        runner,
+        tokenizer,
+        *,
+        doc_stride: int = 128,
+        max_answer_length: int = 30,
+        max_question_length: int = 64,
+        allow_no_answer: bool = False,
+        **kwargs: Any,
+    ) -> None:
         super().__init__(runner, tokenizer, **kwargs)
         room = self.max_length - max_question_length - 3  # context tokens a window has at least
         if max_question_length < 1 or room < 2:
-            raise ClozeformerError(f"max_question_length={max_question_length} leaves no room for context in "
-                                   f"{self.max_length}-token windows")
+            raise ClozeformerError(
+                f"max_question_length={max_question_length} leaves no room for context in {self.max_length}-token windows"
+            )
         if not 0 <= doc_stride < room:
-            raise ClozeformerError(f"doc_stride={doc_stride} must be below the context room of a window "
-                                   f"({room} = max_length {self.max_length} - max_question_length "
-                                   f"{max_question_length} - 3)")
+            raise ClozeformerError(
+                f"doc_stride={doc_stride} must be below the context room of a window "
+                f"({room} = max_length {self.max_length} - max_question_length "
+                f"{max_question_length} - 3)"
+            )
         if max_answer_length < 1:
             raise ClozeformerError(f"max_answer_length must be >= 1, got {max_answer_length}")
         self.doc_stride = doc_stride
@@ -94,7 +107,7 @@ class QuestionAnsweringPipeline(Pipeline):
             return question, False
         if self.overlong == "reject":
             raise InputError(index, f"question is longer than {self.max_question_length} tokens")
-        return question[:enc.offsets[self.max_question_length - 1][1]], True
+        return question[: enc.offsets[self.max_question_length - 1][1]], True
 
     def preprocess(self, items: Sequence[Any]) -> list[Example]:
         pairs = [split_qa(i, item) for i, item in enumerate(items)]
@@ -115,8 +128,13 @@ class QuestionAnsweringPipeline(Pipeline):
     def forward(self, batch: Batch, windows: list[Window]) -> list[Any]:
         start, end = self.runner.span_logits(batch)  # (B, T) each
         # per window: logits at [CLS] (position 0) followed by those of the context tokens
-        return [(torch.cat([start[b, :1], start[b, w.data["first"]:w.data["last"] + 1]]),
-                 torch.cat([end[b, :1], end[b, w.data["first"]:w.data["last"] + 1]])) for b, w in enumerate(windows)]
+        return [
+            (
+                torch.cat([start[b, :1], start[b, w.data["first"] : w.data["last"] + 1]]),
+                torch.cat([end[b, :1], end[b, w.data["first"] : w.data["last"] + 1]]),
+            )
+            for b, w in enumerate(windows)
+        ]
 
     def postprocess(self, example: Example, outputs: list[Any]) -> dict:
         best, null = None, None
@@ -133,15 +151,27 @@ class QuestionAnsweringPipeline(Pipeline):
         score, start, end = best
         if null is not None and null > score:
             score, start, end = null, 0, 0
-        return {"answer": example.data["context"][start:end], "score": score, "start": start, "end": end,
-                "windows": len(example.windows), "truncated": example.data["truncated"]}
+        return {
+            "answer": example.data["context"][start:end],
+            "score": score,
+            "start": start,
+            "end": end,
+            "windows": len(example.windows),
+            "truncated": example.data["truncated"],
+        }
 
     def describe(self) -> dict:
-        return {**super().describe(), "doc_stride": self.doc_stride, "max_answer_length": self.max_answer_length,
-                "max_question_length": self.max_question_length, "allow_no_answer": self.allow_no_answer}
+        return {
+            **super().describe(),
+            "doc_stride": self.doc_stride,
+            "max_answer_length": self.max_answer_length,
+            "max_question_length": self.max_question_length,
+            "allow_no_answer": self.allow_no_answer,
+        }
 
 
 # ----------------------------------------------------------------------------- CLI verb
+
 
 @dataclass
 class QAConfig(cli.PredictConfig):
@@ -150,8 +180,9 @@ class QAConfig(cli.PredictConfig):
     doc_stride: int = field(default=128, metadata={"help": "tokens shared by consecutive windows of a long context"})
     max_answer_length: int = field(default=30, metadata={"help": "longest answer, in tokens"})
     max_question_length: int = field(default=64, metadata={"help": "longer questions are truncated or rejected"})
-    allow_no_answer: bool = field(default=False, metadata={
-        "help": "SQuAD v2.0-style models: answer \"\" when [CLS] (no answer) beats the best span"})
+    allow_no_answer: bool = field(
+        default=False, metadata={"help": 'SQuAD v2.0-style models: answer "" when [CLS] (no answer) beats the best span'}
+    )
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -168,8 +199,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def _from_fields(obj: dict, source: str) -> dict:
-    return {"question": cli.require_field(obj, "question", source),
-            "context": cli.require_field(obj, "context", source)}
+    return {"question": cli.require_field(obj, "question", source), "context": cli.require_field(obj, "context", source)}
 
 
 def _text_line(line: str, source: str) -> dict:
@@ -182,16 +212,21 @@ def _text_line(line: str, source: str) -> dict:
 def _as_text(record: cli.Record, result: dict) -> str:
     if not result["answer"]:
         return f"(no answer)\t(score {result['score']:.3f}){cli.mark_truncated(result)}"
-    return (f"{result['answer']}\t(score {result['score']:.3f}, chars {result['start']}-{result['end']})"
-            f"{cli.mark_truncated(result)}")
+    return (
+        f"{result['answer']}\t(score {result['score']:.3f}, chars {result['start']}-{result['end']}){cli.mark_truncated(result)}"
+    )
 
 
 def main(args: argparse.Namespace) -> int:
     from clozeformer.infer.pipelines import pipeline
 
     cfg = cli.config_from_args(QAConfig, args)
-    options = {"doc_stride": cfg.doc_stride, "max_answer_length": cfg.max_answer_length,
-               "max_question_length": cfg.max_question_length, "allow_no_answer": cfg.allow_no_answer}
+    options = {
+        "doc_stride": cfg.doc_stride,
+        "max_answer_length": cfg.max_answer_length,
+        "max_question_length": cfg.max_question_length,
+        "allow_no_answer": cfg.allow_no_answer,
+    }
     if cfg.question is None:
         return cli.predict_main("qa", cfg, options, _from_fields, _text_line, _as_text)
     cli.show_config(cfg)

@@ -62,7 +62,8 @@ def require_task(task: str, architecture: str, where: str) -> None:
         need = " or ".join(TASK_HEADS[task])
         raise ClozeformerError(
             f"{where}: a {architecture} has no head for {task} (needs a {need} directory); "
-            f"it can do: {', '.join(tasks_for(architecture))}")
+            f"it can do: {', '.join(tasks_for(architecture))}"
+        )
 
 
 def read_architecture(directory: Path) -> tuple[BertConfig, str]:
@@ -75,8 +76,7 @@ def read_architecture(directory: Path) -> tuple[BertConfig, str]:
     archs = config.extra.get("architectures") or ["BertModel"]
     arch = archs[0] if isinstance(archs, list) and archs else archs
     if arch not in MODEL_CLASSES:
-        raise ClozeformerError(f"{directory / 'config.json'}: architectures {arch!r} is not one of "
-                               f"{', '.join(MODEL_CLASSES)}")
+        raise ClozeformerError(f"{directory / 'config.json'}: architectures {arch!r} is not one of {', '.join(MODEL_CLASSES)}")
     return config, arch
 
 
@@ -90,7 +90,7 @@ def native_bf16(device: torch.device) -> bool:
 
 
 def resolve_dtype(dtype: str, device: torch.device) -> torch.dtype:
-    """"auto" is bf16 only on a GPU with native bf16; CPUs stay fp32 unless asked (and able)."""
+    """ "auto" is bf16 only on a GPU with native bf16; CPUs stay fp32 unless asked (and able)."""
     if dtype == "fp32":
         return torch.float32
     if dtype == "bf16":
@@ -120,20 +120,16 @@ class Runner(ABC):
     config: BertConfig
 
     @abstractmethod
-    def hidden(self, batch: Batch) -> torch.Tensor:
-        ...
+    def hidden(self, batch: Batch) -> torch.Tensor: ...
 
     @abstractmethod
-    def mlm_logits(self, batch: Batch, flat_positions: torch.Tensor) -> torch.Tensor:
-        ...
+    def mlm_logits(self, batch: Batch, flat_positions: torch.Tensor) -> torch.Tensor: ...
 
     @abstractmethod
-    def logits(self, batch: Batch) -> torch.Tensor:
-        ...
+    def logits(self, batch: Batch) -> torch.Tensor: ...
 
     @abstractmethod
-    def span_logits(self, batch: Batch) -> tuple[torch.Tensor, torch.Tensor]:
-        ...
+    def span_logits(self, batch: Batch) -> tuple[torch.Tensor, torch.Tensor]: ...
 
     def describe(self) -> dict:
         return {"backend": self.backend, "architecture": self.architecture}
@@ -142,8 +138,7 @@ class Runner(ABC):
 class TorchRunner(Runner):
     backend = "torch"
 
-    def __init__(self, model: torch.nn.Module, *, device: str | None = None, dtype: str = "auto",
-                 compile: bool = False) -> None:
+    def __init__(self, model: torch.nn.Module, *, device: str | None = None, dtype: str = "auto", compile: bool = False) -> None:
         self.device = resolve_device(device)
         self.dtype = resolve_dtype(dtype, self.device)
         self.config = model.config
@@ -170,8 +165,11 @@ class TorchRunner(Runner):
         return cls(model, **kwargs)
 
     def _inputs(self, batch: Batch) -> dict[str, torch.Tensor]:
-        return {"input_ids": batch.input_ids.to(self.device), "attention_mask": batch.attention_mask.to(self.device),
-                "token_type_ids": batch.token_type_ids.to(self.device)}
+        return {
+            "input_ids": batch.input_ids.to(self.device),
+            "attention_mask": batch.attention_mask.to(self.device),
+            "token_type_ids": batch.token_type_ids.to(self.device),
+        }
 
     @staticmethod
     def _out(t: torch.Tensor) -> torch.Tensor:
@@ -197,8 +195,12 @@ class TorchRunner(Runner):
             return self._out(out.start_logits), self._out(out.end_logits)
 
     def describe(self) -> dict:
-        return {**super().describe(), "device": str(self.device), "dtype": str(self.dtype).removeprefix("torch."),
-                "compiled": self.compiled}
+        return {
+            **super().describe(),
+            "device": str(self.device),
+            "dtype": str(self.dtype).removeprefix("torch."),
+            "compiled": self.compiled,
+        }
 
 
 class OnnxRunner(Runner):
@@ -224,8 +226,10 @@ class OnnxRunner(Runner):
             raise ClozeformerError(f"{path}: not a loadable ONNX model ({str(e).splitlines()[0]})") from None
         meta = self.session.get_modelmeta().custom_metadata_map
         if meta.get("architecture", architecture) != architecture:
-            raise ClozeformerError(f"{path}: exported from a {meta['architecture']}, but the model directory "
-                                   f"holds a {architecture}; export this directory again")
+            raise ClozeformerError(
+                f"{path}: exported from a {meta['architecture']}, but the model directory "
+                f"holds a {architecture}; export this directory again"
+            )
         self.path = path
         self.config = config
         self.architecture = architecture
@@ -236,8 +240,11 @@ class OnnxRunner(Runner):
             raise ClozeformerError(f"{path}: graph lacks output(s) {', '.join(missing)}")
 
     def _run(self, batch: Batch, names: list[str], flat_positions: torch.Tensor | None = None) -> list[torch.Tensor]:
-        feed = {"input_ids": batch.input_ids.numpy(), "attention_mask": batch.attention_mask.numpy(),
-                "token_type_ids": batch.token_type_ids.numpy()}
+        feed = {
+            "input_ids": batch.input_ids.numpy(),
+            "attention_mask": batch.attention_mask.numpy(),
+            "token_type_ids": batch.token_type_ids.numpy(),
+        }
         if "masked_positions" in self.input_names:
             pos = flat_positions if flat_positions is not None else torch.zeros(0, dtype=torch.long)
             feed["masked_positions"] = pos.numpy()
@@ -260,9 +267,16 @@ class OnnxRunner(Runner):
         return {**super().describe(), "onnx": str(self.path)}
 
 
-def load_runner(directory: str | Path, *, backend: Literal["torch", "onnx"] = "torch", onnx_path: str | None = None,
-                device: str | None = None, dtype: str = "auto", compile: bool = False,
-                threads: int | None = None) -> Runner:
+def load_runner(
+    directory: str | Path,
+    *,
+    backend: Literal["torch", "onnx"] = "torch",
+    onnx_path: str | None = None,
+    device: str | None = None,
+    dtype: str = "auto",
+    compile: bool = False,
+    threads: int | None = None,
+) -> Runner:
     """A runner for `directory`; the ONNX backend reads `onnx_path` (default DIR/model.onnx)."""
     directory = Path(directory)
     runner: Runner
@@ -281,4 +295,3 @@ def label_names(config: BertConfig) -> list[str]:
     """Label i's name: id2label when the directory has one, else LABEL_i (as transformers names them)."""
     id2label = config.id2label or {}
     return [id2label.get(i, f"LABEL_{i}") for i in range(config.num_labels)]
-

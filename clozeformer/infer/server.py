@@ -62,8 +62,7 @@ class ServeConfig:
     model: str = field(default="", metadata={"help": "model directory (HF format)"})
     host: str = field(default="127.0.0.1", metadata={"help": "address to listen on (0.0.0.0 = all interfaces)"})
     port: int = field(default=8000, metadata={"help": "TCP port (0 = any free port; the chosen one is printed)"})
-    tasks: list[str] = field(default_factory=list, metadata={
-        "help": "tasks to serve (default: all the model supports)"})
+    tasks: list[str] = field(default_factory=list, metadata={"help": "tasks to serve (default: all the model supports)"})
     backend: Literal["torch", "onnx"] = field(default="torch", metadata={"help": "run in PyTorch or ONNX Runtime"})
     onnx: str | None = field(default=None, metadata={"help": "ONNX file for --backend onnx (default MODEL/model.onnx)"})
     device: str | None = field(default=None, metadata={"help": "cpu, cuda (default: cuda if available)"})
@@ -76,23 +75,30 @@ class ServeConfig:
     max_chars: int = field(default=20000, metadata={"help": "longest text field, in characters (longer: 413)"})
     max_body_bytes: int = field(default=2_000_000, metadata={"help": "largest request body (larger: 413)"})
     max_length: int | None = field(default=None, metadata={"help": "max tokens per sequence"})
-    overlong: Literal["truncate", "reject"] = field(default="truncate", metadata={
-        "help": "inputs over max_length: truncate (flagged; qa and ner use windows instead) or reject (422)"})
+    overlong: Literal["truncate", "reject"] = field(
+        default="truncate",
+        metadata={"help": "inputs over max_length: truncate (flagged; qa and ner use windows instead) or reject (422)"},
+    )
     top_k: int = field(default=5, metadata={"help": "fill-mask: candidates per [MASK] (requests may ask fewer)"})
     pooling: Literal["cls", "mean"] = field(default="cls", metadata={"help": "embed: pooling"})
     doc_stride: int = field(default=128, metadata={"help": "qa: tokens shared by consecutive windows"})
     max_answer_length: int = field(default=30, metadata={"help": "qa: longest answer in tokens"})
     max_question_length: int = field(default=64, metadata={"help": "qa: longest question in tokens"})
-    allow_no_answer: bool = field(default=False, metadata={"help": "qa: answer \"\" when [CLS] beats every span"})
+    allow_no_answer: bool = field(default=False, metadata={"help": 'qa: answer "" when [CLS] beats every span'})
     aggregation: Literal["first", "average"] = field(default="first", metadata={"help": "ner: word label rule"})
-    stride: int | None = field(default=None, metadata={
-        "help": "ner: tokens shared by consecutive windows of a long text (default: a quarter window, <= 32)"})
+    stride: int | None = field(
+        default=None,
+        metadata={"help": "ner: tokens shared by consecutive windows of a long text (default: a quarter window, <= 32)"},
+    )
     graceful_timeout: float = field(default=30.0, metadata={"help": "seconds in-flight requests get at shutdown"})
-    max_connections: int = field(default=512, metadata={
-        "help": "open connections and in-flight requests at most; more are answered 503 (uvicorn limit_concurrency)"})
+    max_connections: int = field(
+        default=512,
+        metadata={"help": "open connections and in-flight requests at most; more are answered 503 (uvicorn limit_concurrency)"},
+    )
     keep_alive_timeout: float = field(default=5.0, metadata={"help": "seconds an idle keep-alive connection stays open"})
-    log_level: Literal["critical", "error", "warning", "info", "debug"] = field(default="info", metadata={
-        "help": "uvicorn log level"})
+    log_level: Literal["critical", "error", "warning", "info", "debug"] = field(
+        default="info", metadata={"help": "uvicorn log level"}
+    )
 
     def __post_init__(self) -> None:
         if not self.model:
@@ -111,10 +117,17 @@ class ServeConfig:
             raise ClozeformerError(f"--tasks: unknown {', '.join(unknown)}; choose from {', '.join(TASKS)}")
 
     def task_options(self, task: str) -> dict[str, Any]:
-        return {"fill-mask": {"top_k": self.top_k}, "embed": {"pooling": self.pooling},
-                "qa": {"doc_stride": self.doc_stride, "max_answer_length": self.max_answer_length,
-                       "max_question_length": self.max_question_length, "allow_no_answer": self.allow_no_answer},
-                "ner": {"aggregation": self.aggregation, "stride": self.stride}}.get(task, {})
+        return {
+            "fill-mask": {"top_k": self.top_k},
+            "embed": {"pooling": self.pooling},
+            "qa": {
+                "doc_stride": self.doc_stride,
+                "max_answer_length": self.max_answer_length,
+                "max_question_length": self.max_question_length,
+                "allow_no_answer": self.allow_no_answer,
+            },
+            "ner": {"aggregation": self.aggregation, "stride": self.stride},
+        }.get(task, {})
 
 
 class HTTPError(Exception):
@@ -124,6 +137,7 @@ class HTTPError(Exception):
 
 
 # ----------------------------------------------------------------------------- micro-batching
+
 
 class MicroBatcher:
     """Gathers the examples of concurrent requests into one `pipe.run` (see module docstring)."""
@@ -199,7 +213,7 @@ class MicroBatcher:
         start = 0
         for exs, future in jobs:
             if not future.done():
-                future.set_result(results[start:start + len(exs)])
+                future.set_result(results[start : start + len(exs)])
             start += len(exs)
 
 
@@ -264,7 +278,7 @@ def _items(task: str, body: Any) -> list[Any]:
         raise HTTPError(422, "the body must be a JSON object")
     if task == "qa" and "inputs" not in body:
         if "question" not in body or "context" not in body:
-            raise HTTPError(422, "qa needs {\"question\": ..., \"context\": ...} or {\"inputs\": [...]}")
+            raise HTTPError(422, 'qa needs {"question": ..., "context": ...} or {"inputs": [...]}')
         return [{"question": body["question"], "context": body["context"]}]
     if "inputs" not in body:
         raise HTTPError(422, "missing field 'inputs' (a text or a list of them)")
@@ -303,6 +317,7 @@ def _check_sizes(items: list[Any], cfg: ServeConfig) -> None:
 
 
 # ----------------------------------------------------------------------------- the app
+
 
 def create_app(pipes: dict[str, Any], cfg: ServeConfig, info: dict | None = None):
     """The FastAPI app serving `pipes` ({task: Pipeline}, sharing one runner)."""
@@ -350,13 +365,19 @@ def create_app(pipes: dict[str, Any], cfg: ServeConfig, info: dict | None = None
     @app.get("/info")
     async def get_info() -> dict:
         labels = getattr(pipes.get("classify") or pipes.get("ner"), "labels", None)
-        return {"clozeformer": __version__, **(info or {}), **any_pipe.runner.describe(), "tasks": list(pipes),
-                "labels": labels, "max_length": any_pipe.max_length, "overlong": cfg.overlong,
-                "limits": {"max_items": cfg.max_items, "max_chars": cfg.max_chars,
-                           "max_body_bytes": cfg.max_body_bytes},
-                "batching": {"batch_size": cfg.batch_size, "max_wait_ms": cfg.max_wait_ms},
-                "stats": {task: b.stats for task, b in batchers.items()},
-                "uptime_s": round(time.time() - started, 1)}
+        return {
+            "clozeformer": __version__,
+            **(info or {}),
+            **any_pipe.runner.describe(),
+            "tasks": list(pipes),
+            "labels": labels,
+            "max_length": any_pipe.max_length,
+            "overlong": cfg.overlong,
+            "limits": {"max_items": cfg.max_items, "max_chars": cfg.max_chars, "max_body_bytes": cfg.max_body_bytes},
+            "batching": {"batch_size": cfg.batch_size, "max_wait_ms": cfg.max_wait_ms},
+            "stats": {task: b.stats for task, b in batchers.items()},
+            "uptime_s": round(time.time() - started, 1),
+        }
 
     async def read_body(request: Request) -> Any:
         declared = request.headers.get("content-length")
@@ -404,11 +425,13 @@ def create_app(pipes: dict[str, Any], cfg: ServeConfig, info: dict | None = None
     def endpoint_for(task: str):
         async def endpoint(request: Request) -> JSONResponse:
             return await serve_task(task, request)
+
         return endpoint
 
     for task in TASKS:
-        app.add_api_route(f"/{task}", endpoint_for(task), methods=["POST"], name=task,
-                          summary=f"{task} (see `clozeformer serve --help`)")
+        app.add_api_route(
+            f"/{task}", endpoint_for(task), methods=["POST"], name=task, summary=f"{task} (see `clozeformer serve --help`)"
+        )
     return app
 
 
@@ -433,11 +456,28 @@ def build_pipelines(cfg: ServeConfig) -> dict[str, Any]:
     tasks = cfg.tasks or tasks_for(architecture)
     for task in tasks:  # before loading any weights
         require_task(task, architecture, str(directory))
-    runner = load_runner(directory, backend=cfg.backend, onnx_path=cfg.onnx, device=cfg.device, dtype=cfg.dtype,
-                         compile=cfg.compile, threads=cfg.threads)
+    runner = load_runner(
+        directory,
+        backend=cfg.backend,
+        onnx_path=cfg.onnx,
+        device=cfg.device,
+        dtype=cfg.dtype,
+        compile=cfg.compile,
+        threads=cfg.threads,
+    )
     tokenizer = Tokenizer.from_pretrained(directory)
-    return {task: pipeline(task, runner, tokenizer=tokenizer, batch_size=cfg.batch_size, max_length=cfg.max_length,
-                           overlong=cfg.overlong, **cfg.task_options(task)) for task in tasks}
+    return {
+        task: pipeline(
+            task,
+            runner,
+            tokenizer=tokenizer,
+            batch_size=cfg.batch_size,
+            max_length=cfg.max_length,
+            overlong=cfg.overlong,
+            **cfg.task_options(task),
+        )
+        for task in tasks
+    }
 
 
 def bind(host: str, port: int) -> socket.socket:
@@ -459,6 +499,7 @@ def bind(host: str, port: int) -> socket.socket:
 
 
 # ----------------------------------------------------------------------------- `serve` verb
+
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     from clozeformer.cliutil import add_dataclass_args
@@ -482,9 +523,16 @@ def main(args: argparse.Namespace) -> int:
     host, port = sock.getsockname()[:2]
     shown = f"[{host}]" if ":" in host else host
     print(f"serving {', '.join(pipes)} from {cfg.model} on http://{shown}:{port}", flush=True)
-    server = uvicorn.Server(uvicorn.Config(app, log_level=cfg.log_level, timeout_graceful_shutdown=cfg.graceful_timeout,
-                                           access_log=cfg.log_level == "debug", limit_concurrency=cfg.max_connections,
-                                           timeout_keep_alive=cfg.keep_alive_timeout))
+    server = uvicorn.Server(
+        uvicorn.Config(
+            app,
+            log_level=cfg.log_level,
+            timeout_graceful_shutdown=cfg.graceful_timeout,
+            access_log=cfg.log_level == "debug",
+            limit_concurrency=cfg.max_connections,
+            timeout_keep_alive=cfg.keep_alive_timeout,
+        )
+    )
     server.run(sockets=[sock])
     sys.stdout.flush()
     return 0

@@ -28,6 +28,7 @@ from clozeformer.io import json_object
 
 # ----------------------------------------------------------------------------- provenance + warnings
 
+
 @dataclass(frozen=True)
 class Source:
     """Where an example came from: a file and a 1-based line number (0 = the file as a whole)."""
@@ -61,8 +62,11 @@ class Problems:
 
     def summary(self) -> str:
         """One line per kind that occurred more often than was printed."""
-        lines = [f"warning: {n} rows in all had problem '{kind}' (first: {self.first[kind]})"
-                 for kind, n in sorted(self.counts.items()) if n > self.show]
+        lines = [
+            f"warning: {n} rows in all had problem '{kind}' (first: {self.first[kind]})"
+            for kind, n in sorted(self.counts.items())
+            if n > self.show
+        ]
         return "\n".join(lines)
 
     def report(self) -> None:
@@ -72,6 +76,7 @@ class Problems:
 
 
 # ----------------------------------------------------------------------------- examples
+
 
 @dataclass
 class TextExample:
@@ -131,6 +136,7 @@ Example = TextExample | TokenExample | QAExample | ChoiceExample
 
 # ----------------------------------------------------------------------------- reading files
 
+
 def read_text(path: str | Path) -> str:
     """The whole file as text: UTF-8 (a BOM is dropped), `.gz` transparently.
 
@@ -155,9 +161,8 @@ def read_text(path: str | Path) -> str:
     try:
         return data.decode("utf-8-sig")  # -sig: MRPC's train/dev start with a UTF-8 BOM
     except UnicodeDecodeError as e:
-        line = data[:e.start].count(b"\n") + 1
-        raise ClozeformerError(f"{path}:{line}: not UTF-8 (byte 0x{data[e.start]:02x}); "
-                               "re-save the file as UTF-8") from None
+        line = data[: e.start].count(b"\n") + 1
+        raise ClozeformerError(f"{path}:{line}: not UTF-8 (byte 0x{data[e.start]:02x}); re-save the file as UTF-8") from None
 
 
 def read_lines(path: str | Path) -> list[str]:
@@ -222,8 +227,14 @@ def table_format(path: str | Path) -> str:
     name = Path(path).name.lower()
     if name.endswith(".gz"):
         name = name[:-3]
-    for ext, kind in ((".tsv", "tsv"), (".tab", "tsv"), (".csv", "csv"), (".jsonl", "jsonl"),
-                      (".ndjson", "jsonl"), (".json", "jsonl")):
+    for ext, kind in (
+        (".tsv", "tsv"),
+        (".tab", "tsv"),
+        (".csv", "csv"),
+        (".jsonl", "jsonl"),
+        (".ndjson", "jsonl"),
+        (".json", "jsonl"),
+    ):
         if name.endswith(ext):
             return kind
     raise ClozeformerError(f"{path}: unknown table format; use .tsv, .csv, .jsonl or .json")
@@ -246,6 +257,7 @@ def iter_records(path: str | Path, problems: Problems) -> tuple[list[str], Itera
         def gen_json() -> Iterator[tuple[Source, dict]]:
             for i, (line, obj) in enumerate(rows):
                 yield (Source(name, line) if line else Source(f"{name} (item {i} of the JSON list)")), obj
+
         return columns, gen_json()
     rows_iter = iter_tsv(path) if kind == "tsv" else iter_csv(path)
     try:
@@ -257,10 +269,12 @@ def iter_records(path: str | Path, problems: Problems) -> tuple[list[str], Itera
     def gen_table() -> Iterator[tuple[Source, dict]]:
         for line, fields in rows_iter:
             if len(fields) != len(header):
-                problems.warn("malformed_row", Source(name, line),
-                              f"{len(fields)} fields where the header has {len(header)}; row skipped")
+                problems.warn(
+                    "malformed_row", Source(name, line), f"{len(fields)} fields where the header has {len(header)}; row skipped"
+                )
                 continue
             yield Source(name, line), dict(zip(header, fields))
+
     return header, gen_table()
 
 

@@ -21,32 +21,43 @@ def _help(text: str, **kw) -> dict:
 
 @dataclass
 class TaskDataConfig:
-    task: str | None = field(default=None, metadata=_help(
-        "GLUE: cola sst2 mrpc stsb qqp mnli qnli rte wnli; squad squad_v2 xquad cmrc2018 conll2003 swag "
-        "chnsenticorp; your data: classification pair-classification regression token-classification qa"))
-    data: list[str] = field(default_factory=list, metadata=_help(
-        "a directory with the task's standard file names (train.tsv, dev.tsv, ...), and/or files as "
-        "SPLIT=FILE (train=a.csv dev=b.csv) or bare FILEs taken in split order"))
-    max_seq_len: int | None = field(default=None, metadata=_help(
-        "tokens per input incl. [CLS]/[SEP] (default: 128, 384 for QA)"))
-    text_column: str | None = field(default=None, metadata=_help(
-        "your data: the text column (QA: the question); default text/sentence/..."))
-    text_pair_column: str | None = field(default=None, metadata=_help(
-        "your data: the second text of a pair (QA: the context)"))
-    label_column: str | None = field(default=None, metadata=_help(
-        "your data: the label column (token classification: the tags; QA: the answer)"))
-    answer_start_column: str | None = field(default=None, metadata=_help(
-        "your QA data: the answer's character offset (default: first occurrence of the answer)"))
+    task: str | None = field(
+        default=None,
+        metadata=_help(
+            "GLUE: cola sst2 mrpc stsb qqp mnli qnli rte wnli; squad squad_v2 xquad cmrc2018 conll2003 swag "
+            "chnsenticorp; your data: classification pair-classification regression token-classification qa"
+        ),
+    )
+    data: list[str] = field(
+        default_factory=list,
+        metadata=_help(
+            "a directory with the task's standard file names (train.tsv, dev.tsv, ...), and/or files as "
+            "SPLIT=FILE (train=a.csv dev=b.csv) or bare FILEs taken in split order"
+        ),
+    )
+    max_seq_len: int | None = field(default=None, metadata=_help("tokens per input incl. [CLS]/[SEP] (default: 128, 384 for QA)"))
+    text_column: str | None = field(
+        default=None, metadata=_help("your data: the text column (QA: the question); default text/sentence/...")
+    )
+    text_pair_column: str | None = field(default=None, metadata=_help("your data: the second text of a pair (QA: the context)"))
+    label_column: str | None = field(
+        default=None, metadata=_help("your data: the label column (token classification: the tags; QA: the answer)")
+    )
+    answer_start_column: str | None = field(
+        default=None, metadata=_help("your QA data: the answer's character offset (default: first occurrence of the answer)")
+    )
     id_column: str | None = field(default=None, metadata=_help("your data: a column of example ids"))
     doc_stride: int = field(default=128, metadata=_help("QA: context tokens shared by neighbouring windows"))
     max_query_len: int = field(default=64, metadata=_help("QA: questions are cut to this many tokens"))
     max_answer_len: int = field(default=30, metadata=_help("QA: longest answer span, in tokens"))
     n_best: int = field(default=20, metadata=_help("QA: start/end candidates per window; n-best list size"))
-    null_threshold: float = field(default=0.0, metadata=_help(
-        "SQuAD v2.0: answer empty when null score - best span score > this"))
+    null_threshold: float = field(
+        default=0.0, metadata=_help("SQuAD v2.0: answer empty when null score - best span score > this")
+    )
     eval_batch_size: int = field(default=64, metadata=_help("batch size for evaluation and prediction"))
-    max_eval_examples: int | None = field(default=None, metadata=_help(
-        "use only the first N examples of each dev/test file (quick runs)"))
+    max_eval_examples: int | None = field(
+        default=None, metadata=_help("use only the first N examples of each dev/test file (quick runs)")
+    )
     device: str = field(default="auto", metadata=_help("auto (cuda if available), cpu, cuda, cuda:1, ..."))
     threads: int | None = field(default=None, metadata=_help("torch CPU threads (default: torch's choice)"))
 
@@ -61,18 +72,25 @@ class TaskDataConfig:
         need(self.max_answer_len >= 1, f"--max-answer-len must be >= 1, got {self.max_answer_len}")
         need(self.n_best >= 1, f"--n-best must be >= 1, got {self.n_best}")
         need(self.eval_batch_size >= 1, f"--eval-batch-size must be >= 1, got {self.eval_batch_size}")
-        need(self.max_eval_examples is None or self.max_eval_examples >= 1,
-             f"--max-eval-examples must be >= 1, got {self.max_eval_examples}")
+        need(
+            self.max_eval_examples is None or self.max_eval_examples >= 1,
+            f"--max-eval-examples must be >= 1, got {self.max_eval_examples}",
+        )
         need(self.threads is None or self.threads >= 1, f"--threads must be >= 1, got {self.threads}")
 
 
 @dataclass
 class FinetuneConfig(TaskDataConfig):
-    model: str | None = field(default=None, metadata=_help(
-        "an HF-format BERT directory (config.json + weights + vocab.txt), or a preset "
-        "tiny|mini|small|medium|base|large for random init (needs --tokenizer)"))
-    tokenizer: str | None = field(default=None, metadata=_help(
-        "directory or vocab.txt of the tokenizer (default: the model directory)"))
+    model: str | None = field(
+        default=None,
+        metadata=_help(
+            "an HF-format BERT directory (config.json + weights + vocab.txt), or a preset "
+            "tiny|mini|small|medium|base|large for random init (needs --tokenizer)"
+        ),
+    )
+    tokenizer: str | None = field(
+        default=None, metadata=_help("directory or vocab.txt of the tokenizer (default: the model directory)")
+    )
     out: str | None = field(default=None, metadata=_help("output directory for the fine-tuned model"))
     epochs: float = field(default=3.0, metadata=_help("passes over the training data (fractions allowed)"))
     lr: float = field(default=3e-5, metadata=_help("peak learning rate (paper: 2e-5 .. 5e-5)"))
@@ -82,22 +100,28 @@ class FinetuneConfig(TaskDataConfig):
     adam_eps: float = field(default=1e-6, metadata=_help("AdamW epsilon (BERT: 1e-6)"))
     max_grad_norm: float = field(default=1.0, metadata=_help("gradient clipping norm (0 = off)"))
     seed: int = field(default=42, metadata=_help("seed for init of new heads, shuffling and dropout"))
-    max_train_examples: int | None = field(default=None, metadata=_help(
-        "train on a seeded random subset of N examples (quick runs)"))
-    max_time: float | None = field(default=None, metadata=_help(
-        "stop training after this many minutes (then evaluate and save)"))
+    max_train_examples: int | None = field(
+        default=None, metadata=_help("train on a seeded random subset of N examples (quick runs)")
+    )
+    max_time: float | None = field(default=None, metadata=_help("stop training after this many minutes (then evaluate and save)"))
     eval_every: int = field(default=0, metadata=_help("also evaluate every N steps (0: once per epoch)"))
     group_by_length: bool = field(default=True, metadata=_help("batch examples of similar length together"))
-    save_best: bool = field(default=True, metadata=_help(
-        "keep the checkpoint with the best dev score (else the last one)"))
+    save_best: bool = field(default=True, metadata=_help("keep the checkpoint with the best dev score (else the last one)"))
     overwrite: bool = field(default=False, metadata=_help("allow writing into a non-empty --out"))
-    precision: Literal["fp32", "bf16"] = field(default="fp32", metadata=_help(
-        "bf16 autocast only where the device supports it natively (CUDA); fp32 on CPUs"))
-    dropout: float | None = field(default=None, metadata=_help(
-        "hidden and attention dropout while fine-tuning (saved in the model's config); unset: the model's own"))
-    pooling: Literal["cls", "mean"] | None = field(default=None, metadata=_help(
-        "sentence vector of classification/regression/multiple-choice heads: cls (BERT) or mean of the tokens "
-        "(clozeformer-only: transformers' heads read [CLS]); unset: the model's own (cls)"))
+    precision: Literal["fp32", "bf16"] = field(
+        default="fp32", metadata=_help("bf16 autocast only where the device supports it natively (CUDA); fp32 on CPUs")
+    )
+    dropout: float | None = field(
+        default=None,
+        metadata=_help("hidden and attention dropout while fine-tuning (saved in the model's config); unset: the model's own"),
+    )
+    pooling: Literal["cls", "mean"] | None = field(
+        default=None,
+        metadata=_help(
+            "sentence vector of classification/regression/multiple-choice heads: cls (BERT) or mean of the tokens "
+            "(clozeformer-only: transformers' heads read [CLS]); unset: the model's own (cls)"
+        ),
+    )
 
     def validate(self) -> None:
         super().validate()
@@ -109,8 +133,10 @@ class FinetuneConfig(TaskDataConfig):
             (0 <= self.warmup_ratio < 1, f"--warmup-ratio must be in [0, 1), got {self.warmup_ratio}"),
             (self.weight_decay >= 0, f"--weight-decay must be >= 0, got {self.weight_decay}"),
             (self.max_grad_norm >= 0, f"--max-grad-norm must be >= 0, got {self.max_grad_norm}"),
-            (self.max_train_examples is None or self.max_train_examples >= 1,
-             f"--max-train-examples must be >= 1, got {self.max_train_examples}"),
+            (
+                self.max_train_examples is None or self.max_train_examples >= 1,
+                f"--max-train-examples must be >= 1, got {self.max_train_examples}",
+            ),
             (self.max_time is None or self.max_time > 0, f"--max-time must be > 0 minutes, got {self.max_time}"),
             (self.eval_every >= 0, f"--eval-every must be >= 0, got {self.eval_every}"),
         ]
@@ -122,21 +148,32 @@ class FinetuneConfig(TaskDataConfig):
 @dataclass
 class EvaluateConfig(TaskDataConfig):
     model: str | None = field(default=None, metadata=_help("a fine-tuned model directory"))
-    out: str | None = field(default=None, metadata=_help(
-        "where to write metrics.json (default: MODEL/eval)"))
-    split: str = field(default="dev", metadata=_help(
-        "which split to score: dev (MNLI: matched + mismatched), test (when it has labels), or train"))
+    out: str | None = field(default=None, metadata=_help("where to write metrics.json (default: MODEL/eval)"))
+    split: str = field(
+        default="dev",
+        metadata=_help("which split to score: dev (MNLI: matched + mismatched), test (when it has labels), or train"),
+    )
 
 
 @dataclass
 class PredictConfig(TaskDataConfig):
     model: str | None = field(default=None, metadata=_help("a fine-tuned model directory"))
-    out: str | None = field(default=None, metadata=_help(
-        "where to write the predictions (default: MODEL/predictions)"))
+    out: str | None = field(default=None, metadata=_help("where to write the predictions (default: MODEL/predictions)"))
     split: str = field(default="test", metadata=_help("which split to predict: test (default), dev or train"))
 
 
 #: fields a fine-tuned directory remembers (finetune_config.json) and evaluate/predict reuse as defaults
-INHERITED_FIELDS = ("task", "max_seq_len", "text_column", "text_pair_column", "label_column",
-                    "answer_start_column", "id_column", "doc_stride", "max_query_len", "max_answer_len",
-                    "n_best", "null_threshold")
+INHERITED_FIELDS = (
+    "task",
+    "max_seq_len",
+    "text_column",
+    "text_pair_column",
+    "label_column",
+    "answer_start_column",
+    "id_column",
+    "doc_stride",
+    "max_query_len",
+    "max_answer_len",
+    "n_best",
+    "null_threshold",
+)

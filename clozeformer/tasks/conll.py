@@ -34,8 +34,9 @@ def read_conll(path: str | Path, problems: Problems, labeled: bool | None = True
     def flush() -> None:
         if words:
             has_tags = n_cols is not None and n_cols > 1 and labeled is not False
-            examples.append(TokenExample(f"{len(examples)}", list(words), list(tags) if has_tags else None,
-                                         Source(name, start), list(raw)))
+            examples.append(
+                TokenExample(f"{len(examples)}", list(words), list(tags) if has_tags else None, Source(name, start), list(raw))
+            )
         words.clear()
         tags.clear()
         raw.clear()
@@ -51,8 +52,7 @@ def read_conll(path: str | Path, problems: Problems, labeled: bool | None = True
         if n_cols is None:
             n_cols = len(fields)
             if labeled and n_cols < 2:
-                raise ClozeformerError(f"{name}:{i}: one column only; a train/dev file needs "
-                                       "'word ... tag' columns")
+                raise ClozeformerError(f"{name}:{i}: one column only; a train/dev file needs 'word ... tag' columns")
         elif len(fields) != n_cols:
             raise ClozeformerError(f"{name}:{i}: {len(fields)} columns where earlier lines have {n_cols}")
         if not words:
@@ -66,18 +66,17 @@ def read_conll(path: str | Path, problems: Problems, labeled: bool | None = True
     return examples
 
 
-def read_token_table(path: str | Path, problems: Problems, *, words_column: str, tags_column: str,
-                     labeled: bool | None = True) -> list[TokenExample]:
+def read_token_table(
+    path: str | Path, problems: Problems, *, words_column: str, tags_column: str, labeled: bool | None = True
+) -> list[TokenExample]:
     """Word/tag rows: in JSONL lists (`{"tokens": [...], "tags": [...]}`), in CSV/TSV
     whitespace-separated strings (`"EU rejects German call"`, `"B-ORG O B-MISC O"`)."""
     columns, rows = iter_records(path, problems)
     if words_column not in columns:
-        raise ClozeformerError(f"{path}:1: no column {words_column!r} (columns: {', '.join(columns)}); "
-                               "pass --text-column")
+        raise ClozeformerError(f"{path}:1: no column {words_column!r} (columns: {', '.join(columns)}); pass --text-column")
     has_tags = tags_column in columns and labeled is not False
     if labeled and tags_column not in columns:
-        raise ClozeformerError(f"{path}:1: no tag column {tags_column!r} (columns: {', '.join(columns)}); "
-                               "pass --label-column")
+        raise ClozeformerError(f"{path}:1: no tag column {tags_column!r} (columns: {', '.join(columns)}); pass --label-column")
 
     def as_list(v, src: Source, what: str) -> list[str]:
         if isinstance(v, list):

@@ -20,34 +20,49 @@ PAIR_NAMES = ("text_b", "sentence2", "text_pair", "pair", "hypothesis")
 LABEL_NAMES = ("label", "labels", "score", "target", "class")
 
 
-def pick_column(columns: list[str], given: str | None, defaults: tuple[str, ...], what: str, flag: str,
-                path: str | Path, required: bool = True) -> str | None:
+def pick_column(
+    columns: list[str],
+    given: str | None,
+    defaults: tuple[str, ...],
+    what: str,
+    flag: str,
+    path: str | Path,
+    required: bool = True,
+) -> str | None:
     if given is not None:
         if given in columns:
             return given
         if not required:  # e.g. the label column of an unlabelled test file at prediction time
             return None
-        raise ClozeformerError(f"{path}:1: no column {given!r} for the {what} "
-                               f"(columns: {', '.join(columns)})")
+        raise ClozeformerError(f"{path}:1: no column {given!r} for the {what} (columns: {', '.join(columns)})")
     for name in defaults:
         if name in columns:
             return name
     if required:
-        raise ClozeformerError(f"{path}:1: cannot tell which column holds the {what} "
-                               f"(columns: {', '.join(columns)}); pass {flag}")
+        raise ClozeformerError(
+            f"{path}:1: cannot tell which column holds the {what} (columns: {', '.join(columns)}); pass {flag}"
+        )
     return None
 
 
-def read_text_table(path: str | Path, problems: Problems, *, text_column: str | None, pair_column: str | None,
-                    label_column: str | None, pair: bool, regression: bool,
-                    labeled: bool | None = True, id_column: str | None = None) -> list[TextExample]:
+def read_text_table(
+    path: str | Path,
+    problems: Problems,
+    *,
+    text_column: str | None,
+    pair_column: str | None,
+    label_column: str | None,
+    pair: bool,
+    regression: bool,
+    labeled: bool | None = True,
+    id_column: str | None = None,
+) -> list[TextExample]:
     columns, rows = iter_records(path, problems)
     text_col = pick_column(columns, text_column, TEXT_NAMES, "text", "--text-column", path)
     pair_col = None
     if pair:
         pair_col = pick_column(columns, pair_column, PAIR_NAMES, "second text", "--text-pair-column", path)
-    label_col = pick_column(columns, label_column, LABEL_NAMES, "label", "--label-column", path,
-                            required=bool(labeled))
+    label_col = pick_column(columns, label_column, LABEL_NAMES, "label", "--label-column", path, required=bool(labeled))
     if label_col is not None and label_col in (text_col, pair_col):
         raise ClozeformerError(f"{path}:1: the label column {label_col!r} is also a text column")
     read_label = label_col is not None and labeled is not False
@@ -69,8 +84,9 @@ def read_text_table(path: str | Path, problems: Problems, *, text_column: str | 
                 try:
                     label = float(raw)
                 except (TypeError, ValueError):
-                    raise ClozeformerError(f"{src}: {label_col} {raw!r} is not a number "
-                                           "(regression needs numeric labels)") from None
+                    raise ClozeformerError(
+                        f"{src}: {label_col} {raw!r} is not a number (regression needs numeric labels)"
+                    ) from None
             else:
                 if isinstance(raw, float) and raw.is_integer():
                     raw = int(raw)

@@ -54,16 +54,17 @@ def load_finetuned(cfg: TaskDataConfig, model_dir: str | None):
     spec = get_task(task, cfg)
     arch = (config.extra.get("architectures") or [None])[0]
     if arch is not None and arch != spec.model_class_name:
-        raise ClozeformerError(f"{mdir}: this model is a {arch}, but task {spec.name} needs a "
-                               f"{spec.model_class_name}; was it fine-tuned for another task?")
+        raise ClozeformerError(
+            f"{mdir}: this model is a {arch}, but task {spec.name} needs a "
+            f"{spec.model_class_name}; was it fine-tuned for another task?"
+        )
     labels = None
     if spec.family in ("classification", "token"):
         if not config.id2label:
             raise ClozeformerError(f"{mdir / 'config.json'}: no id2label: not fine-tuned for a classification task")
         labels = [config.id2label[i] for i in sorted(config.id2label)]
     elif spec.family == "regression" and config.num_labels != 1:
-        raise ClozeformerError(f"{mdir / 'config.json'}: num_labels is {config.num_labels}; a regression "
-                               "model has 1")
+        raise ClozeformerError(f"{mdir / 'config.json'}: num_labels is {config.num_labels}; a regression model has 1")
     if cfg.threads:
         torch.set_num_threads(cfg.threads)
     device = resolve_device(cfg.device)
@@ -73,13 +74,15 @@ def load_finetuned(cfg: TaskDataConfig, model_dir: str | None):
     version_2 = bool(config.extra.get("qa_version_2", spec.qa_metric == "squad_v2"))
     runner = TaskRunner(spec, cfg, tokenizer, labels, version_2)
     if runner.max_len > config.max_position_embeddings:
-        raise ClozeformerError(f"--max-seq-len {runner.max_len} exceeds the model's max_position_embeddings "
-                               f"({config.max_position_embeddings})")
+        raise ClozeformerError(
+            f"--max-seq-len {runner.max_len} exceeds the model's max_position_embeddings ({config.max_position_embeddings})"
+        )
     return spec, runner, model, device
 
 
-def read_splits(spec: TaskSpec, cfg: TaskDataConfig, runner: TaskRunner, which: str, labeled: bool | None,
-                problems: Problems) -> list[SplitData]:
+def read_splits(
+    spec: TaskSpec, cfg: TaskDataConfig, runner: TaskRunner, which: str, labeled: bool | None, problems: Problems
+) -> list[SplitData]:
     wanted = spec.split_group(which)
     optional = tuple(s for s in wanted if s in spec.optional_splits)
     files = resolve_files(spec, cfg.data, wanted, optional=optional)
@@ -88,7 +91,7 @@ def read_splits(spec: TaskSpec, cfg: TaskDataConfig, runner: TaskRunner, which: 
         print(f"{split}: {path}")
         examples = spec.read(path, problems, labeled)
         if cfg.max_eval_examples:
-            examples = examples[:cfg.max_eval_examples]
+            examples = examples[: cfg.max_eval_examples]
         if labeled:
             check_labels(spec, examples, runner.labels)
         sd = SplitData(split, path, examples)
@@ -100,6 +103,7 @@ def read_splits(spec: TaskSpec, cfg: TaskDataConfig, runner: TaskRunner, which: 
 @dataclass
 class Session:
     """What evaluate and predict both start from: the model, its task runner, the read splits."""
+
     spec: TaskSpec
     runner: TaskRunner
     model: Any
@@ -130,8 +134,14 @@ def evaluate(cfg: EvaluateConfig) -> dict:
 
     run = Session.open(cfg, True, "eval", "evaluate_config.json")
     spec, runner, problems, out = run.spec, run.runner, run.problems, run.out
-    result: dict = {"task": spec.name, "model": cfg.model, "main_metric": spec.main_metric, "scores": {},
-                    "examples": {}, "seconds": {}}
+    result: dict = {
+        "task": spec.name,
+        "model": cfg.model,
+        "main_metric": spec.main_metric,
+        "scores": {},
+        "examples": {},
+        "seconds": {},
+    }
     for sd in run.splits:
         t0 = time.monotonic()
         decoded = run.decode(sd, cfg.eval_batch_size)
@@ -165,4 +175,3 @@ def main(args: argparse.Namespace) -> int:
     print_config(cfg)
     evaluate(cfg)
     return 0
-

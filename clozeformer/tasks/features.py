@@ -43,8 +43,9 @@ def _count_truncated(encodings, examples, problems: Problems, max_len: int) -> N
             problems.warn("truncated", ex.source, f"input longer than max_seq_len={max_len} tokens; truncated")
 
 
-def encode_text(tokenizer, examples: list[TextExample], max_len: int, problems: Problems,
-                label2id: dict[str, int] | None, regression: bool) -> list[dict]:
+def encode_text(
+    tokenizer, examples: list[TextExample], max_len: int, problems: Problems, label2id: dict[str, int] | None, regression: bool
+) -> list[dict]:
     """Sentence / sentence-pair classification and regression features.
 
     Pairs are truncated longest-first (the longer text loses tokens first), as in BERT.
@@ -62,8 +63,9 @@ def encode_text(tokenizer, examples: list[TextExample], max_len: int, problems: 
     return feats
 
 
-def encode_tokens(tokenizer, examples: list[TokenExample], max_len: int, problems: Problems,
-                  label2id: dict[str, int] | None) -> list[dict]:
+def encode_tokens(
+    tokenizer, examples: list[TokenExample], max_len: int, problems: Problems, label2id: dict[str, int] | None
+) -> list[dict]:
     """Token classification: each word's tag goes on its FIRST sub-token, -100 on the rest
     (and on [CLS]/[SEP]), as in the BERT paper's NER setup."""
     backend = private_backend(tokenizer, max_len)
@@ -73,8 +75,12 @@ def encode_tokens(tokenizer, examples: list[TokenExample], max_len: int, problem
         word_ids = list(enc.word_ids)
         if enc.overflowing:
             kept = max((w for w in word_ids if w is not None), default=-1) + 1
-            problems.warn("truncated", ex.source, f"sentence of {len(ex.words)} words is longer than "
-                          f"max_seq_len={max_len} tokens; the last {len(ex.words) - kept} words get tag 'O'")
+            problems.warn(
+                "truncated",
+                ex.source,
+                f"sentence of {len(ex.words)} words is longer than "
+                f"max_seq_len={max_len} tokens; the last {len(ex.words) - kept} words get tag 'O'",
+            )
         f = {"input_ids": enc.ids, "token_type_ids": enc.type_ids, "example_index": i, "word_ids": word_ids}
         if ex.tags is not None:
             labels, prev = [], None
@@ -93,7 +99,7 @@ def encode_choices(tokenizer, examples: list[ChoiceExample], max_len: int, probl
     encodings = backend.encode_batch(flat)
     feats, k = [], 0
     for i, ex in enumerate(examples):
-        encs = encodings[k:k + len(ex.endings)]
+        encs = encodings[k : k + len(ex.endings)]
         k += len(ex.endings)
         if any(e.overflowing for e in encs):
             problems.warn("truncated", ex.source, f"a choice is longer than max_seq_len={max_len} tokens; truncated")
@@ -106,13 +112,15 @@ def encode_choices(tokenizer, examples: list[ChoiceExample], max_len: int, probl
 
 # ----------------------------------------------------------------------------- batching
 
+
 def feature_length(f: dict) -> int:
     ids = f["input_ids"]
     return max(len(x) for x in ids) if ids and isinstance(ids[0], list) else len(ids)
 
 
-def batch_indices(lengths: list[int], batch_size: int, *, shuffle: bool, seed: int = 0,
-                  group_by_length: bool = True, mega: int = 50) -> list[list[int]]:
+def batch_indices(
+    lengths: list[int], batch_size: int, *, shuffle: bool, seed: int = 0, group_by_length: bool = True, mega: int = 50
+) -> list[list[int]]:
     """Indices of each batch.
 
     Training (`shuffle`): shuffle, cut into mega-batches of `mega` batches, sort each by length,
@@ -124,17 +132,17 @@ def batch_indices(lengths: list[int], batch_size: int, *, shuffle: bool, seed: i
     lengths_arr = np.asarray(lengths)
     if not shuffle:
         order = np.argsort(-lengths_arr, kind="stable") if group_by_length else np.arange(n)
-        return [order[i:i + batch_size].tolist() for i in range(0, n, batch_size)]
+        return [order[i : i + batch_size].tolist() for i in range(0, n, batch_size)]
     rng = np.random.default_rng(seed)
     order = rng.permutation(n)
     if not group_by_length:
-        return [order[i:i + batch_size].tolist() for i in range(0, n, batch_size)]
+        return [order[i : i + batch_size].tolist() for i in range(0, n, batch_size)]
     batches = []
     step = batch_size * mega
     for i in range(0, n, step):
-        chunk = order[i:i + step]
+        chunk = order[i : i + step]
         chunk = chunk[np.argsort(-lengths_arr[chunk], kind="stable")]
-        batches.extend(chunk[j:j + batch_size].tolist() for j in range(0, len(chunk), batch_size))
+        batches.extend(chunk[j : j + batch_size].tolist() for j in range(0, len(chunk), batch_size))
     return [batches[j] for j in rng.permutation(len(batches))]
 
 
@@ -158,9 +166,11 @@ def collate(feats: list[dict], pad_id: int) -> dict[str, torch.Tensor]:
         ids = [pad(f["input_ids"], pad_id) for f in feats]  # (B, T)
         types = [pad(f["token_type_ids"], 0) for f in feats]
         mask = [[1] * len(f["input_ids"]) + [0] * (T - len(f["input_ids"])) for f in feats]
-    batch = {"input_ids": torch.tensor(ids, dtype=torch.long),
-             "token_type_ids": torch.tensor(types, dtype=torch.long),
-             "attention_mask": torch.tensor(mask, dtype=torch.long)}
+    batch = {
+        "input_ids": torch.tensor(ids, dtype=torch.long),
+        "token_type_ids": torch.tensor(types, dtype=torch.long),
+        "attention_mask": torch.tensor(mask, dtype=torch.long),
+    }
     if "labels" in feats[0]:
         first = feats[0]["labels"]
         if isinstance(first, list):  # token classification: (B, T), padding ignored by the loss

@@ -73,12 +73,16 @@ def head_overrides(spec: TaskSpec, labels: list[str] | None) -> dict:
 
 def check_vocab(tokenizer, config: BertConfig, where: str) -> None:
     if tokenizer.vocab_size > config.vocab_size:
-        raise ClozeformerError(f"{where}: the tokenizer has {tokenizer.vocab_size} tokens but the model's "
-                               f"vocab_size is {config.vocab_size}: mismatched vocab (pass the model's own "
-                               "vocab.txt with --tokenizer)")
+        raise ClozeformerError(
+            f"{where}: the tokenizer has {tokenizer.vocab_size} tokens but the model's "
+            f"vocab_size is {config.vocab_size}: mismatched vocab (pass the model's own "
+            "vocab.txt with --tokenizer)"
+        )
     if tokenizer.pad_token_id != config.pad_token_id:
-        raise ClozeformerError(f"{where}: the tokenizer's [PAD] id is {tokenizer.pad_token_id} but the model's "
-                               f"pad_token_id is {config.pad_token_id}: mismatched vocab")
+        raise ClozeformerError(
+            f"{where}: the tokenizer's [PAD] id is {tokenizer.pad_token_id} but the model's "
+            f"pad_token_id is {config.pad_token_id}: mismatched vocab"
+        )
 
 
 def build_model(spec: TaskSpec, cfg: FinetuneConfig, tokenizer, labels: list[str] | None):
@@ -91,8 +95,7 @@ def build_model(spec: TaskSpec, cfg: FinetuneConfig, tokenizer, labels: list[str
         overrides["classifier_pooling"] = cfg.pooling
     torch.manual_seed(cfg.seed)  # the new head (or the whole model) is initialised from the seed
     if is_preset(cfg.model):
-        config = BertConfig.preset(cfg.model, vocab_size=tokenizer.vocab_size, pad_token_id=tokenizer.pad_token_id,
-                                   **overrides)
+        config = BertConfig.preset(cfg.model, vocab_size=tokenizer.vocab_size, pad_token_id=tokenizer.pad_token_id, **overrides)
         model = cls(config)
         where = f"preset {cfg.model}"
     else:
@@ -104,6 +107,7 @@ def build_model(spec: TaskSpec, cfg: FinetuneConfig, tokenizer, labels: list[str
 
 
 # ----------------------------------------------------------------------------- optimisation
+
 
 def make_optimizer(model: torch.nn.Module, cfg: FinetuneConfig, total_steps: int):
     """AdamW (no decay on biases and LayerNorm weights) + linear warmup then linear decay to 0."""
@@ -136,6 +140,7 @@ def seed_everything(seed: int) -> None:
 
 
 # ----------------------------------------------------------------------------- the loop
+
 
 def check_out(out: str | None, overwrite: bool) -> Path:
     """The output directory, refused early if it holds files and --overwrite is not given.
@@ -186,15 +191,16 @@ def finetune(cfg: FinetuneConfig) -> dict:
     for split in spec.eval_splits:
         if split in files:
             ex = spec.read(files[split], problems, True)
-            evals.append(SplitData(split, files[split], ex[:cfg.max_eval_examples] if cfg.max_eval_examples else ex))
+            evals.append(SplitData(split, files[split], ex[: cfg.max_eval_examples] if cfg.max_eval_examples else ex))
     if not evals:
         print("warning: no dev file: no evaluation during training; the last checkpoint is kept", file=sys.stderr)
     labels = discover_labels(spec, train_ex)
     check_labels(spec, train_ex, labels)
     for ev in evals:
         check_labels(spec, ev.examples, labels)
-    version_2 = spec.qa_metric == "squad_v2" or (spec.qa_metric == "auto" and any(
-        ex.is_impossible for ex in [*train_ex, *(e for ev in evals for e in ev.examples)]))
+    version_2 = spec.qa_metric == "squad_v2" or (
+        spec.qa_metric == "auto" and any(ex.is_impossible for ex in [*train_ex, *(e for ev in evals for e in ev.examples)])
+    )
     runner = TaskRunner(spec, cfg, tokenizer, labels, version_2)
     train_feats = runner.featurize(train_ex, problems, training=True)
     if not train_feats:
@@ -204,8 +210,9 @@ def finetune(cfg: FinetuneConfig) -> dict:
 
     model = build_model(spec, cfg, tokenizer, labels)
     if runner.max_len > model.config.max_position_embeddings:
-        raise ClozeformerError(f"--max-seq-len {runner.max_len} exceeds the model's max_position_embeddings "
-                               f"({model.config.max_position_embeddings})")
+        raise ClozeformerError(
+            f"--max-seq-len {runner.max_len} exceeds the model's max_position_embeddings ({model.config.max_position_embeddings})"
+        )
     if spec.family == "qa":
         model.config.extra["qa_version_2"] = version_2
     model.to(device)
@@ -214,14 +221,18 @@ def finetune(cfg: FinetuneConfig) -> dict:
     steps_per_epoch = F.num_batches(len(train_feats), cfg.batch_size)
     total_steps = max(1, math.ceil(cfg.epochs * steps_per_epoch))
     optimizer, scheduler, warmup = make_optimizer(model, cfg, total_steps)
-    print(f"task {spec.name} ({spec.title}, {spec.family}): {len(train_ex)} train examples"
-          f"{f' (of {n_train_total})' if len(train_ex) < n_train_total else ''} -> {len(train_feats)} features; "
-          + ", ".join(f"{ev.name} {len(ev.examples)}" for ev in evals))
+    print(
+        f"task {spec.name} ({spec.title}, {spec.family}): {len(train_ex)} train examples"
+        f"{f' (of {n_train_total})' if len(train_ex) < n_train_total else ''} -> {len(train_feats)} features; "
+        + ", ".join(f"{ev.name} {len(ev.examples)}" for ev in evals)
+    )
     if labels:
         print(f"labels ({len(labels)}): {', '.join(labels[:12])}{' ...' if len(labels) > 12 else ''}")
-    print(f"model {cfg.model}: {model.num_parameters() / 1e6:.2f}M parameters on {device}; {total_steps} steps "
-          f"({steps_per_epoch}/epoch, warmup {warmup}), batch {cfg.batch_size}, lr {cfg.lr:g}, "
-          f"max_seq_len {runner.max_len}")
+    print(
+        f"model {cfg.model}: {model.num_parameters() / 1e6:.2f}M parameters on {device}; {total_steps} steps "
+        f"({steps_per_epoch}/epoch, warmup {warmup}), batch {cfg.batch_size}, lr {cfg.lr:g}, "
+        f"max_seq_len {runner.max_len}"
+    )
 
     history: list[dict] = []
     best: dict | None = None
@@ -245,8 +256,10 @@ def finetune(cfg: FinetuneConfig) -> dict:
             entry["eval_seconds"] = round(time.monotonic() - t_eval, 2)
             main = runner.main_score(entry["scores"][evals[0].name])
             entry["main"] = main
-            print(f"step {step} (epoch {epoch:.2f}) loss {train_loss if train_loss is not None else float('nan'):.4f}"
-                  + "".join(f" | {name}: {format_scores(s)}" for name, s in entry["scores"].items()))
+            print(
+                f"step {step} (epoch {epoch:.2f}) loss {train_loss if train_loss is not None else float('nan'):.4f}"
+                + "".join(f" | {name}: {format_scores(s)}" for name, s in entry["scores"].items())
+            )
             if not cfg.save_best or best is None or main > best["main"]:
                 best = entry
                 save()
@@ -262,11 +275,17 @@ def finetune(cfg: FinetuneConfig) -> dict:
     stopped_early = False
     model.train()
     # a log file (not a terminal) gets a progress line every 5 s instead of ten per second
-    bar = tqdm(total=total_steps, desc=f"finetune {spec.name}", unit="step", dynamic_ncols=True,
-               mininterval=0.1 if sys.stderr.isatty() else 5.0)
+    bar = tqdm(
+        total=total_steps,
+        desc=f"finetune {spec.name}",
+        unit="step",
+        dynamic_ncols=True,
+        mininterval=0.1 if sys.stderr.isatty() else 5.0,
+    )
     while step < total_steps and not stopped_early:
-        batches = F.batch_indices(lengths, cfg.batch_size, shuffle=True, seed=cfg.seed + epoch,
-                                  group_by_length=cfg.group_by_length)
+        batches = F.batch_indices(
+            lengths, cfg.batch_size, shuffle=True, seed=cfg.seed + epoch, group_by_length=cfg.group_by_length
+        )
         for idx in batches:
             batch = {k: v.to(device) for k, v in F.collate([train_feats[i] for i in idx], pad_id).items()}
             with _autocast(cfg.precision, device):
@@ -333,11 +352,11 @@ def _autocast(precision: str, device: torch.device):
         return contextlib.nullcontext()
     if device.type == "cuda" and torch.cuda.is_bf16_supported():
         return torch.autocast("cuda", dtype=torch.bfloat16)
-    raise ClozeformerError(f"--precision bf16 needs a device with native bf16 (CUDA); {device} has none: "
-                           "use --precision fp32")
+    raise ClozeformerError(f"--precision bf16 needs a device with native bf16 (CUDA); {device} has none: use --precision fp32")
 
 
 # ----------------------------------------------------------------------------- CLI
+
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--config", default=None, help="JSON/YAML file of FinetuneConfig values (flags win)")

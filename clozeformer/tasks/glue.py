@@ -60,31 +60,52 @@ _STD = {"train": "train.tsv", "dev": "dev.tsv", "test": "test.tsv"}
 _BIN = ("0", "1")
 _NLI2 = ("entailment", "not_entailment")
 
-GLUE_TASKS: dict[str, GlueTask] = {t.name: t for t in (
-    GlueTask("cola", "CoLA", _BIN, "sentence", None, "label", ("mcc", "accuracy"), _STD,
-             {"test": "CoLA.tsv"}, headerless={"sentence": 3, "label": 1}),
-    GlueTask("sst2", "SST-2", _BIN, "sentence", None, "label", ("accuracy",), _STD, {"test": "SST-2.tsv"}),
-    GlueTask("mrpc", "MRPC", _BIN, "#1 String", "#2 String", "Quality", ("f1", "accuracy"), _STD,
-             {"test": "MRPC.tsv"}),
-    GlueTask("stsb", "STS-B", None, "sentence1", "sentence2", "score", ("spearman", "pearson"), _STD,
-             {"test": "STS-B.tsv"}),
-    GlueTask("qqp", "QQP", _BIN, "question1", "question2", "is_duplicate", ("f1", "accuracy"), _STD,
-             {"test": "QQP.tsv"}),
-    GlueTask("mnli", "MNLI", ("contradiction", "entailment", "neutral"), "sentence1", "sentence2", "gold_label",
-             ("accuracy",),
-             {"train": "train.tsv", "dev_matched": "dev_matched.tsv", "dev_mismatched": "dev_mismatched.tsv",
-              "test_matched": "test_matched.tsv", "test_mismatched": "test_mismatched.tsv",
-              "diagnostic": "diagnostic.tsv"},
-             {"test_matched": "MNLI-m.tsv", "test_mismatched": "MNLI-mm.tsv", "diagnostic": "AX.tsv"},
-             optional_splits=("diagnostic",)),
-    GlueTask("qnli", "QNLI", _NLI2, "question", "sentence", "label", ("accuracy",), _STD, {"test": "QNLI.tsv"}),
-    GlueTask("rte", "RTE", _NLI2, "sentence1", "sentence2", "label", ("accuracy",), _STD, {"test": "RTE.tsv"}),
-    GlueTask("wnli", "WNLI", _BIN, "sentence1", "sentence2", "label", ("accuracy",), _STD, {"test": "WNLI.tsv"}),
-)}
+GLUE_TASKS: dict[str, GlueTask] = {
+    t.name: t
+    for t in (
+        GlueTask(
+            "cola",
+            "CoLA",
+            _BIN,
+            "sentence",
+            None,
+            "label",
+            ("mcc", "accuracy"),
+            _STD,
+            {"test": "CoLA.tsv"},
+            headerless={"sentence": 3, "label": 1},
+        ),
+        GlueTask("sst2", "SST-2", _BIN, "sentence", None, "label", ("accuracy",), _STD, {"test": "SST-2.tsv"}),
+        GlueTask("mrpc", "MRPC", _BIN, "#1 String", "#2 String", "Quality", ("f1", "accuracy"), _STD, {"test": "MRPC.tsv"}),
+        GlueTask("stsb", "STS-B", None, "sentence1", "sentence2", "score", ("spearman", "pearson"), _STD, {"test": "STS-B.tsv"}),
+        GlueTask("qqp", "QQP", _BIN, "question1", "question2", "is_duplicate", ("f1", "accuracy"), _STD, {"test": "QQP.tsv"}),
+        GlueTask(
+            "mnli",
+            "MNLI",
+            ("contradiction", "entailment", "neutral"),
+            "sentence1",
+            "sentence2",
+            "gold_label",
+            ("accuracy",),
+            {
+                "train": "train.tsv",
+                "dev_matched": "dev_matched.tsv",
+                "dev_mismatched": "dev_mismatched.tsv",
+                "test_matched": "test_matched.tsv",
+                "test_mismatched": "test_mismatched.tsv",
+                "diagnostic": "diagnostic.tsv",
+            },
+            {"test_matched": "MNLI-m.tsv", "test_mismatched": "MNLI-mm.tsv", "diagnostic": "AX.tsv"},
+            optional_splits=("diagnostic",),
+        ),
+        GlueTask("qnli", "QNLI", _NLI2, "question", "sentence", "label", ("accuracy",), _STD, {"test": "QNLI.tsv"}),
+        GlueTask("rte", "RTE", _NLI2, "sentence1", "sentence2", "label", ("accuracy",), _STD, {"test": "RTE.tsv"}),
+        GlueTask("wnli", "WNLI", _BIN, "sentence1", "sentence2", "label", ("accuracy",), _STD, {"test": "WNLI.tsv"}),
+    )
+}
 
 
-def read_glue(task: GlueTask, path: str | Path, split: str, problems: Problems,
-              labeled: bool | None = True) -> list[TextExample]:
+def read_glue(task: GlueTask, path: str | Path, split: str, problems: Problems, labeled: bool | None = True) -> list[TextExample]:
     """Examples of one GLUE file. `labeled`: True requires labels, False ignores them, None reads
     them when the file has them (test files do not)."""
     name = str(path)
@@ -106,20 +127,21 @@ def read_glue(task: GlueTask, path: str | Path, split: str, problems: Problems,
         needed = [task.text_a] + ([task.text_b] if task.text_b else [])
         for col in needed:
             if col not in columns:
-                raise ClozeformerError(f"{path}:{line0}: no column {col!r} in the header "
-                                       f"({', '.join(header)}); is this a {task.title} file?")
+                raise ClozeformerError(
+                    f"{path}:{line0}: no column {col!r} in the header ({', '.join(header)}); is this a {task.title} file?"
+                )
     has_label = task.label in columns
     if labeled and not has_label:
-        raise ClozeformerError(f"{path}:{line0}: no {task.label!r} column: a {split} file needs labels "
-                               f"(columns: {', '.join(columns)})")
+        raise ClozeformerError(
+            f"{path}:{line0}: no {task.label!r} column: a {split} file needs labels (columns: {', '.join(columns)})"
+        )
     read_label = has_label and labeled is not False
 
     examples: list[TextExample] = []
     for line, fields in rows_all:
         src = Source(name, line)
         if len(fields) != n_fields:
-            problems.warn("malformed_row", src, f"{len(fields)} tab-separated fields, expected {n_fields}; "
-                          "row skipped")
+            problems.warn("malformed_row", src, f"{len(fields)} tab-separated fields, expected {n_fields}; row skipped")
             continue
         text_a = fields[columns[task.text_a]]
         text_b = fields[columns[task.text_b]] if task.text_b else None
@@ -141,8 +163,7 @@ def _parse_label(task: GlueTask, raw: str, src: Source) -> str | float:
         except ValueError:
             raise ClozeformerError(f"{src}: {task.label} {raw!r} is not a number") from None
     if raw not in task.labels:
-        raise ClozeformerError(f"{src}: label {raw!r} is not one of {task.title}'s labels "
-                               f"({', '.join(task.labels)})")
+        raise ClozeformerError(f"{src}: label {raw!r} is not one of {task.title}'s labels ({', '.join(task.labels)})")
     return raw
 
 

@@ -27,6 +27,7 @@ import numpy as np
 
 # ----------------------------------------------------------------------------- classification
 
+
 def accuracy(preds: Sequence, labels: Sequence) -> float:
     preds, labels = np.asarray(preds), np.asarray(labels)
     return float((preds == labels).mean()) if len(labels) else 0.0
@@ -88,8 +89,7 @@ def spearman(x: Sequence[float], y: Sequence[float]) -> float:
     return pearson(rankdata(x), rankdata(y))
 
 
-def classification_metrics(names: Iterable[str], preds: Sequence, labels: Sequence,
-                           positive: str = "1") -> dict[str, float]:
+def classification_metrics(names: Iterable[str], preds: Sequence, labels: Sequence, positive: str = "1") -> dict[str, float]:
     """The named metrics for class predictions (strings) or, for pearson/spearman/mse, scores."""
     fns = {
         "accuracy": lambda: accuracy(preds, labels),
@@ -104,6 +104,7 @@ def classification_metrics(names: Iterable[str], preds: Sequence, labels: Sequen
 
 
 # ----------------------------------------------------------------------------- SQuAD (official scripts)
+
 
 def normalize_answer(s: str) -> str:
     """Lower text and remove punctuation, articles and extra whitespace (SQuAD's evaluate script)."""
@@ -142,8 +143,9 @@ def squad_v1_evaluate(golds: dict[str, list[str]], preds: dict[str, str]) -> dic
     return {"exact_match": 100.0 * em / n, "f1": 100.0 * f1 / n}
 
 
-def squad_v2_evaluate(golds: dict[str, list[str]], preds: dict[str, str],
-                      na_probs: dict[str, float] | None = None, na_prob_thresh: float = 1.0) -> dict[str, float]:
+def squad_v2_evaluate(
+    golds: dict[str, list[str]], preds: dict[str, str], na_probs: dict[str, float] | None = None, na_prob_thresh: float = 1.0
+) -> dict[str, float]:
     """SQuAD v2.0's `evaluate-v2.0.py`: overall / HasAns / NoAns EM and F1; with `na_probs` (the
     script's --na-prob-file; here null score minus best span score) also the best threshold."""
     has_ans: dict[str, bool] = {}
@@ -199,9 +201,43 @@ def _best_threshold(preds, scores, na_probs, has_ans) -> tuple[float, float]:
 # ----------------------------------------------------------------------------- CMRC 2018 (Chinese span QA)
 
 #: The CMRC 2018 script's `sp_char` list: punctuation it splits on and (with rm_punc) removes.
-CMRC_PUNCT = frozenset(['-', ':', '_', '*', '^', '/', '\\', '~', '`', '+', '=',
-                        '，', '。', '：', '？', '！', '“', '”', '；', '’', '《', '》', '……', '·', '、',
-                        '「', '」', '（', '）', '－', '～', '『', '』'])
+CMRC_PUNCT = frozenset(
+    [
+        "-",
+        ":",
+        "_",
+        "*",
+        "^",
+        "/",
+        "\\",
+        "~",
+        "`",
+        "+",
+        "=",
+        "，",
+        "。",
+        "：",
+        "？",
+        "！",
+        "“",
+        "”",
+        "；",
+        "’",
+        "《",
+        "》",
+        "……",
+        "·",
+        "、",
+        "「",
+        "」",
+        "（",
+        "）",
+        "－",
+        "～",
+        "『",
+        "』",
+    ]
+)
 _CJK = re.compile(r"[\u4e00-\u9fa5]")
 
 
@@ -290,6 +326,7 @@ def cmrc_evaluate(golds: dict[str, list[str]], preds: dict[str, str]) -> dict[st
 
 
 # ----------------------------------------------------------------------------- NER (entity level)
+
 
 def _split_tag(tag: str) -> tuple[str, str]:
     """'B-PER' -> ('B', 'PER'); 'O' -> ('O', '_') as seqeval types the outside tag."""

@@ -33,8 +33,10 @@ def predict(cfg: PredictConfig) -> dict:
         decoded = run.decode(sd, cfg.eval_batch_size)
         written = runner.write_predictions(out, sd.name, sd.examples, decoded)
         result["files"][sd.name] = [str(p) for p in written]
-        print(f"{spec.name} {sd.name}: {len(sd.examples)} predictions in {time.monotonic() - t0:.1f}s -> "
-              + ", ".join(str(p) for p in written))
+        print(
+            f"{spec.name} {sd.name}: {len(sd.examples)} predictions in {time.monotonic() - t0:.1f}s -> "
+            + ", ".join(str(p) for p in written)
+        )
         if _fully_labelled(spec, sd.examples):
             scores = runner.score(sd.examples, decoded)
             result["scores"][sd.name] = scores

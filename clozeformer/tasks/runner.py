@@ -59,8 +59,10 @@ def discover_labels(spec: TaskSpec, train_examples: list) -> list[str] | None:
     if spec.family == "token" and "O" in found:
         found = ["O"] + [t for t in found if t != "O"]
     if spec.family == "classification" and len(found) < 2:
-        raise ClozeformerError(f"{train_examples[0].source.file}: the training data has "
-                               f"{len(found)} distinct label(s) ({', '.join(found)}); classification needs >= 2")
+        raise ClozeformerError(
+            f"{train_examples[0].source.file}: the training data has "
+            f"{len(found)} distinct label(s) ({', '.join(found)}); classification needs >= 2"
+        )
     return found
 
 
@@ -76,15 +78,15 @@ def check_labels(spec: TaskSpec, examples: list, labels: list[str] | None) -> No
                 shown = ", ".join(labels[:20]) + (" ..." if len(labels) > 20 else "")
                 if spec.labels is not None:  # a fixed label set (GLUE, CoNLL-2003, ...)
                     own = "token-classification" if spec.family == "token" else "classification"
-                    raise ClozeformerError(f"{ex.source}: label {v!r} is not one of {spec.title}'s labels "
-                                           f"({shown}); for another label set use --task {own}")
-                raise ClozeformerError(f"{ex.source}: label {v!r} was not seen in the training data "
-                                       f"(known labels: {shown})")
+                    raise ClozeformerError(
+                        f"{ex.source}: label {v!r} is not one of {spec.title}'s labels "
+                        f"({shown}); for another label set use --task {own}"
+                    )
+                raise ClozeformerError(f"{ex.source}: label {v!r} was not seen in the training data (known labels: {shown})")
 
 
 class TaskRunner:
-    def __init__(self, spec: TaskSpec, cfg: TaskDataConfig, tokenizer, labels: list[str] | None,
-                 version_2: bool = False) -> None:
+    def __init__(self, spec: TaskSpec, cfg: TaskDataConfig, tokenizer, labels: list[str] | None, version_2: bool = False) -> None:
         self.spec = spec
         self.cfg = cfg
         self.tokenizer = tokenizer
@@ -97,15 +99,20 @@ class TaskRunner:
     def featurize(self, examples: list, problems: Problems, training: bool) -> list[dict]:
         fam = self.spec.family
         if fam in ("classification", "regression"):
-            return F.encode_text(self.tokenizer, examples, self.max_len, problems, self.label2id,
-                                 regression=fam == "regression")
+            return F.encode_text(self.tokenizer, examples, self.max_len, problems, self.label2id, regression=fam == "regression")
         if fam == "token":
             return F.encode_tokens(self.tokenizer, examples, self.max_len, problems, self.label2id)
         if fam == "choice":
             return F.encode_choices(self.tokenizer, examples, self.max_len, problems)
-        return squad_post.make_windows(self.tokenizer, examples, max_seq_len=self.max_len,
-                                       doc_stride=self.cfg.doc_stride, max_query_len=self.cfg.max_query_len,
-                                       training=training, problems=problems)
+        return squad_post.make_windows(
+            self.tokenizer,
+            examples,
+            max_seq_len=self.max_len,
+            doc_stride=self.cfg.doc_stride,
+            max_query_len=self.cfg.max_query_len,
+            training=training,
+            problems=problems,
+        )
 
     def forward(self, model, batch: dict[str, torch.Tensor]):
         """Model outputs for a collated batch (loss included when the batch has targets)."""
@@ -113,8 +120,7 @@ class TaskRunner:
 
     # ------------------------------------------------------------------ run the model
     @torch.no_grad()
-    def infer(self, model, feats: list[dict], batch_size: int, device: torch.device,
-              progress: bool = False) -> list[Any]:
+    def infer(self, model, feats: list[dict], batch_size: int, device: torch.device, progress: bool = False) -> list[Any]:
         """Per-feature outputs: logits (K,) / (C,) / (T, K), or QA (start (T,), end (T,))."""
         from tqdm.auto import tqdm
 
@@ -131,11 +137,11 @@ class TaskRunner:
             if self.spec.family == "qa":
                 s, e = res.start_logits.float().cpu().numpy(), res.end_logits.float().cpu().numpy()
                 for b, i in enumerate(idx):
-                    out[i] = (s[b, :lengths[i]], e[b, :lengths[i]])
+                    out[i] = (s[b, : lengths[i]], e[b, : lengths[i]])
             else:
                 logits = res.logits.float().cpu().numpy()
                 for b, i in enumerate(idx):
-                    out[i] = logits[b, :lengths[i]] if self.spec.family == "token" else logits[b]
+                    out[i] = logits[b, : lengths[i]] if self.spec.family == "token" else logits[b]
         return out
 
     # ------------------------------------------------------------------ logits -> predictions
@@ -143,9 +149,15 @@ class TaskRunner:
         fam = self.spec.family
         if fam == "qa":
             preds, nbest, null_odds = squad_post.postprocess(
-                examples, feats, [o[0] for o in outputs], [o[1] for o in outputs], n_best=self.cfg.n_best,
-                max_answer_len=self.cfg.max_answer_len, version_2=self.version_2,
-                null_threshold=self.cfg.null_threshold)
+                examples,
+                feats,
+                [o[0] for o in outputs],
+                [o[1] for o in outputs],
+                n_best=self.cfg.n_best,
+                max_answer_len=self.cfg.max_answer_len,
+                version_2=self.version_2,
+                null_threshold=self.cfg.null_threshold,
+            )
             return Decoded([preds[ex.qid] for ex in examples], nbest, null_odds if self.version_2 else None)
         if fam == "regression":
             return Decoded([float(o[0]) for o in outputs])

@@ -72,38 +72,60 @@ class TaskSpec:
             return self.test_splits
         if which in self.splits:
             return (which,)
-        raise ClozeformerError(f"unknown split {which!r} for task {self.name}; "
-                               f"choose dev, test or one of {', '.join(self.splits)}")
+        raise ClozeformerError(
+            f"unknown split {which!r} for task {self.name}; choose dev, test or one of {', '.join(self.splits)}"
+        )
 
 
 CUSTOM_TASKS = ("classification", "pair-classification", "regression", "token-classification", "qa")
 _TABLE_EXT = ("tsv", "csv", "jsonl", "json", "tsv.gz", "csv.gz", "jsonl.gz", "json.gz")
 _STEMS = {"train": ("train",), "dev": ("dev", "valid", "validation", "val"), "test": ("test",)}
 _CUSTOM_SPLITS = {s: tuple(f"{stem}.{e}" for stem in stems for e in _TABLE_EXT) for s, stems in _STEMS.items()}
-_TOKEN_SPLITS = {s: tuple(f"{stem}.{e}" for stem in stems for e in ("txt", "conll", "txt.gz", *_TABLE_EXT))
-                 for s, stems in _STEMS.items()}
+_TOKEN_SPLITS = {
+    s: tuple(f"{stem}.{e}" for stem in stems for e in ("txt", "conll", "txt.gz", *_TABLE_EXT)) for s, stems in _STEMS.items()
+}
 
 
 def _squad_splits(train: str, dev: str) -> dict[str, tuple[str, ...]]:
-    return {"train": (train, "train.json", "*train*.json"), "dev": (dev, "dev.json", "*dev*.json"),
-            "test": ("test.json", "*test*.json")}
+    return {
+        "train": (train, "train.json", "*train*.json"),
+        "dev": (dev, "dev.json", "*dev*.json"),
+        "test": ("test.json", "*test*.json"),
+    }
 
 
 def _canonical(name: str) -> str:
     key = re.sub(r"[^a-z0-9]", "", name.lower())
     aliases = {
-        "squad": "squad", "squadv1": "squad", "squadv11": "squad", "squad11": "squad",
-        "squadv2": "squad_v2", "squadv20": "squad_v2", "squad2": "squad_v2", "squad20": "squad_v2",
-        "xquad": "xquad", "xquaden": "xquad", "cmrc2018": "cmrc2018", "cmrc": "cmrc2018",
-        "conll2003": "conll2003", "conll": "conll2003", "swag": "swag", "chnsenticorp": "chnsenticorp",
-        "classification": "classification", "pairclassification": "pair-classification",
-        "regression": "regression", "tokenclassification": "token-classification", "ner": "token-classification",
-        "qa": "qa", "questionanswering": "qa",
+        "squad": "squad",
+        "squadv1": "squad",
+        "squadv11": "squad",
+        "squad11": "squad",
+        "squadv2": "squad_v2",
+        "squadv20": "squad_v2",
+        "squad2": "squad_v2",
+        "squad20": "squad_v2",
+        "xquad": "xquad",
+        "xquaden": "xquad",
+        "cmrc2018": "cmrc2018",
+        "cmrc": "cmrc2018",
+        "conll2003": "conll2003",
+        "conll": "conll2003",
+        "swag": "swag",
+        "chnsenticorp": "chnsenticorp",
+        "classification": "classification",
+        "pairclassification": "pair-classification",
+        "regression": "regression",
+        "tokenclassification": "token-classification",
+        "ner": "token-classification",
+        "qa": "qa",
+        "questionanswering": "qa",
     }
     aliases.update({g: g for g in glue.GLUE_TASKS})
     if key not in aliases:
-        known = ", ".join([*glue.GLUE_TASKS, "squad", "squad_v2", "xquad", "cmrc2018", "conll2003", "swag",
-                           "chnsenticorp", *CUSTOM_TASKS])
+        known = ", ".join(
+            [*glue.GLUE_TASKS, "squad", "squad_v2", "xquad", "cmrc2018", "conll2003", "swag", "chnsenticorp", *CUSTOM_TASKS]
+        )
         raise ClozeformerError(f"unknown task {name!r}; choose one of: {known}")
     return aliases[key]
 
@@ -116,37 +138,72 @@ def get_task(name: str | None, cfg: TaskDataConfig) -> TaskSpec:
     if canon in glue.GLUE_TASKS:
         g = glue.GLUE_TASKS[canon]
         family: Family = "regression" if g.labels is None else "classification"
-        return TaskSpec(canon, family, g.title, partial(_read_glue, g),
-                        {s: (f,) for s, f in g.files.items()}, g.eval_splits, g.test_splits, g.optional_splits,
-                        g.labels, g.metrics, glue=g)
+        return TaskSpec(
+            canon,
+            family,
+            g.title,
+            partial(_read_glue, g),
+            {s: (f,) for s, f in g.files.items()},
+            g.eval_splits,
+            g.test_splits,
+            g.optional_splits,
+            g.labels,
+            g.metrics,
+            glue=g,
+        )
     if canon in ("squad", "squad_v2", "xquad", "cmrc2018"):
-        splits = {"squad": _squad_splits("train-v1.1.json", "dev-v1.1.json"),
-                  "squad_v2": _squad_splits("train-v2.0.json", "dev-v2.0.json"),
-                  "xquad": _squad_splits("train.json", "xquad.en.json"),
-                  "cmrc2018": _squad_splits("cmrc2018_train.json", "cmrc2018_dev.json")}[canon]
+        splits = {
+            "squad": _squad_splits("train-v1.1.json", "dev-v1.1.json"),
+            "squad_v2": _squad_splits("train-v2.0.json", "dev-v2.0.json"),
+            "xquad": _squad_splits("train.json", "xquad.en.json"),
+            "cmrc2018": _squad_splits("cmrc2018_train.json", "cmrc2018_dev.json"),
+        }[canon]
         metric = {"squad_v2": "squad_v2", "cmrc2018": "cmrc"}.get(canon, "squad_v1")
         title = {"squad": "SQuAD v1.1", "squad_v2": "SQuAD v2.0", "xquad": "XQuAD", "cmrc2018": "CMRC 2018"}[canon]
-        return TaskSpec(canon, "qa", title, squad.read_squad, splits, metrics=("f1", "exact_match"),
-                        default_max_seq_len=384, qa_metric=metric)
+        return TaskSpec(
+            canon, "qa", title, squad.read_squad, splits, metrics=("f1", "exact_match"), default_max_seq_len=384, qa_metric=metric
+        )
     if canon == "conll2003":
-        return TaskSpec(canon, "token", "CoNLL-2003 NER", conll.read_conll,
-                        {"train": ("train.txt", "eng.train"), "dev": ("valid.txt", "dev.txt", "eng.testa"),
-                         "test": ("test.txt", "eng.testb")},
-                        labels=conll.CONLL2003_TAGS, metrics=("f1", "precision", "recall", "accuracy"))
+        return TaskSpec(
+            canon,
+            "token",
+            "CoNLL-2003 NER",
+            conll.read_conll,
+            {
+                "train": ("train.txt", "eng.train"),
+                "dev": ("valid.txt", "dev.txt", "eng.testa"),
+                "test": ("test.txt", "eng.testb"),
+            },
+            labels=conll.CONLL2003_TAGS,
+            metrics=("f1", "precision", "recall", "accuracy"),
+        )
     if canon == "swag":
-        return TaskSpec(canon, "choice", "SWAG", swag.read_swag,
-                        {"train": ("train.csv",), "dev": ("val.csv", "dev.csv"), "test": ("test.csv",)})
+        return TaskSpec(
+            canon,
+            "choice",
+            "SWAG",
+            swag.read_swag,
+            {"train": ("train.csv",), "dev": ("val.csv", "dev.csv"), "test": ("test.csv",)},
+        )
     if canon == "chnsenticorp":
-        read = partial(custom.read_text_table, text_column="text_a", pair_column=None, label_column="label",
-                       pair=False, regression=False)
-        return TaskSpec(canon, "classification", "ChnSentiCorp", _labeled_kw(read),
-                        {"train": ("train.tsv",), "dev": ("dev.tsv",), "test": ("test.tsv",)}, labels=("0", "1"))
+        read = partial(
+            custom.read_text_table, text_column="text_a", pair_column=None, label_column="label", pair=False, regression=False
+        )
+        return TaskSpec(
+            canon,
+            "classification",
+            "ChnSentiCorp",
+            _labeled_kw(read),
+            {"train": ("train.tsv",), "dev": ("dev.tsv",), "test": ("test.tsv",)},
+            labels=("0", "1"),
+        )
     return _custom_task(canon, cfg)
 
 
 def _labeled_kw(read: Callable) -> Callable:
     def wrapped(path, problems, labeled=True):
         return read(path, problems, labeled=labeled)
+
     return wrapped
 
 
@@ -157,51 +214,77 @@ def _read_glue(task: glue.GlueTask, path, problems, labeled=True):
 def _custom_task(canon: str, cfg: TaskDataConfig) -> TaskSpec:
     if canon in ("classification", "pair-classification", "regression"):
         regression = canon == "regression"
-        read = partial(custom.read_text_table, text_column=cfg.text_column, pair_column=cfg.text_pair_column,
-                       label_column=cfg.label_column, pair=canon == "pair-classification" or (
-                           regression and cfg.text_pair_column is not None),
-                       regression=regression, id_column=cfg.id_column)
+        read = partial(
+            custom.read_text_table,
+            text_column=cfg.text_column,
+            pair_column=cfg.text_pair_column,
+            label_column=cfg.label_column,
+            pair=canon == "pair-classification" or (regression and cfg.text_pair_column is not None),
+            regression=regression,
+            id_column=cfg.id_column,
+        )
         metrics = ("pearson", "spearman", "mse") if regression else ("accuracy", "macro_f1")
-        return TaskSpec(canon, "regression" if regression else "classification", canon, _labeled_kw(read),
-                        dict(_CUSTOM_SPLITS), metrics=metrics)
+        return TaskSpec(
+            canon,
+            "regression" if regression else "classification",
+            canon,
+            _labeled_kw(read),
+            dict(_CUSTOM_SPLITS),
+            metrics=metrics,
+        )
     if canon == "token-classification":
+
         def read_tokens(path, problems, labeled=True):
             name = Path(path).name.lower().removesuffix(".gz")
             if name.endswith((".txt", ".conll", ".iob", ".bio")):
                 return conll.read_conll(path, problems, labeled)
-            return conll.read_token_table(path, problems, words_column=cfg.text_column or "tokens",
-                                          tags_column=cfg.label_column or "tags", labeled=labeled)
-        return TaskSpec(canon, "token", canon, read_tokens, dict(_TOKEN_SPLITS),
-                        metrics=("f1", "precision", "recall", "accuracy"))
+            return conll.read_token_table(
+                path, problems, words_column=cfg.text_column or "tokens", tags_column=cfg.label_column or "tags", labeled=labeled
+            )
+
+        return TaskSpec(
+            canon, "token", canon, read_tokens, dict(_TOKEN_SPLITS), metrics=("f1", "precision", "recall", "accuracy")
+        )
+
     # qa
     def read_qa(path, problems, labeled=True):
         name = Path(path).name.lower().removesuffix(".gz")
         if name.endswith(".json") and _looks_like_squad(path):
             return squad.read_squad(path, problems, labeled)
-        return squad.read_qa_table(path, problems, question=cfg.text_column or "question",
-                                   context=cfg.text_pair_column or "context",
-                                   answer=cfg.label_column or "answers", answer_start=cfg.answer_start_column,
-                                   id_column=cfg.id_column or "id", labeled=labeled)
-    return TaskSpec(canon, "qa", "span QA", read_qa, dict(_CUSTOM_SPLITS), metrics=("f1",),
-                    default_max_seq_len=384, qa_metric="auto")
+        return squad.read_qa_table(
+            path,
+            problems,
+            question=cfg.text_column or "question",
+            context=cfg.text_pair_column or "context",
+            answer=cfg.label_column or "answers",
+            answer_start=cfg.answer_start_column,
+            id_column=cfg.id_column or "id",
+            labeled=labeled,
+        )
+
+    return TaskSpec(
+        canon, "qa", "span QA", read_qa, dict(_CUSTOM_SPLITS), metrics=("f1",), default_max_seq_len=384, qa_metric="auto"
+    )
 
 
 def _looks_like_squad(path) -> bool:
     from clozeformer.tasks.common import read_text
 
     text = read_text(path)
-    return text.lstrip().startswith("{") and '"data"' in text[:1 << 20]
+    return text.lstrip().startswith("{") and '"data"' in text[: 1 << 20]
 
 
 # ----------------------------------------------------------------------------- --data -> files
+
 
 def _find(directory: Path, candidates: tuple[str, ...]) -> Path | None:
     for pattern in candidates:
         if any(ch in pattern for ch in "*?["):
             hits = sorted(p for p in directory.glob(pattern) if p.is_file())
             if len(hits) > 1:
-                raise ClozeformerError(f"{directory}: several files match {pattern!r} "
-                                       f"({', '.join(p.name for p in hits)}); pass SPLIT=FILE in --data")
+                raise ClozeformerError(
+                    f"{directory}: several files match {pattern!r} ({', '.join(p.name for p in hits)}); pass SPLIT=FILE in --data"
+                )
             if hits:
                 return hits[0]
         elif (directory / pattern).is_file():
@@ -209,8 +292,7 @@ def _find(directory: Path, candidates: tuple[str, ...]) -> Path | None:
     return None
 
 
-def resolve_files(spec: TaskSpec, data: list[str], wanted: tuple[str, ...],
-                  optional: tuple[str, ...] = ()) -> dict[str, Path]:
+def resolve_files(spec: TaskSpec, data: list[str], wanted: tuple[str, ...], optional: tuple[str, ...] = ()) -> dict[str, Path]:
     """One file per wanted split from `--data` items: DIR, SPLIT=FILE, or FILE (in split order)."""
     if not data:
         raise ClozeformerError("--data is required: a directory, or files (SPLIT=FILE or FILE ...)")
@@ -221,8 +303,9 @@ def resolve_files(spec: TaskSpec, data: list[str], wanted: tuple[str, ...],
         split, sep, rest = item.partition("=")
         if sep and not Path(item).exists():
             if split not in spec.splits:
-                raise ClozeformerError(f"--data {item}: unknown split {split!r} for task {spec.name} "
-                                       f"(splits: {', '.join(spec.splits)})")
+                raise ClozeformerError(
+                    f"--data {item}: unknown split {split!r} for task {spec.name} (splits: {', '.join(spec.splits)})"
+                )
             path = Path(rest)
             if not path.is_file():
                 raise ClozeformerError(f"{path}: no such file (from --data {item})")
@@ -238,8 +321,10 @@ def resolve_files(spec: TaskSpec, data: list[str], wanted: tuple[str, ...],
     files = {s: explicit[s] for s in wanted if s in explicit}
     free = [s for s in wanted if s not in files]
     if len(bare) > len(free):
-        raise ClozeformerError(f"--data: {len(bare)} files given but only {len(free)} split(s) to fill "
-                               f"({', '.join(free) or 'none'}); name them as SPLIT=FILE")
+        raise ClozeformerError(
+            f"--data: {len(bare)} files given but only {len(free)} split(s) to fill "
+            f"({', '.join(free) or 'none'}); name them as SPLIT=FILE"
+        )
     files.update(zip(free, bare))
     for split in wanted:
         if split in files:
@@ -253,6 +338,7 @@ def resolve_files(spec: TaskSpec, data: list[str], wanted: tuple[str, ...],
     if missing:
         where = ", ".join(str(d) for d in dirs) or "the files given"
         looked = "; ".join(f"{s}: {' or '.join(spec.splits[s][:3])}" for s in missing)
-        raise ClozeformerError(f"no {', '.join(missing)} file for task {spec.name} in {where} "
-                               f"(looked for {looked}); pass --data SPLIT=FILE")
+        raise ClozeformerError(
+            f"no {', '.join(missing)} file for task {spec.name} in {where} (looked for {looked}); pass --data SPLIT=FILE"
+        )
     return {s: files[s] for s in wanted if s in files}

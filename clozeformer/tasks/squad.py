@@ -23,7 +23,7 @@ from clozeformer.tasks.common import Answer, Problems, QAExample, Source, iter_r
 
 def _locate(context: str, text: str, start: int) -> int:
     """answer_start if it points at `text`, else the occurrence of `text` nearest to it, else -1."""
-    if 0 <= start and context[start:start + len(text)] == text:
+    if 0 <= start and context[start : start + len(text)] == text:
         return start
     hits, i = [], context.find(text)
     while i != -1:
@@ -48,13 +48,19 @@ def _answers(raw, context: str, src: Source, problems: Problems) -> list[Answer]
             continue
         start = _locate(context, text, given)
         if start == -1:
-            problems.warn("answer_not_in_context", src, f"answer {text[:40]!r} does not occur in its context; "
-                          "kept for scoring, not used for training")
+            problems.warn(
+                "answer_not_in_context",
+                src,
+                f"answer {text[:40]!r} does not occur in its context; kept for scoring, not used for training",
+            )
             out.append(Answer(text, -1))
             continue
         if start != given:
-            problems.warn("answer_start_repaired", src, f"answer_start {given} does not point at "
-                          f"{text[:40]!r}; using its occurrence at {start}")
+            problems.warn(
+                "answer_start_repaired",
+                src,
+                f"answer_start {given} does not point at {text[:40]!r}; using its occurrence at {start}",
+            )
         out.append(Answer(text, start))
     return out
 
@@ -77,8 +83,7 @@ def read_squad(path: str | Path, problems: Problems, labeled: bool | None = True
             raise ClozeformerError(f"{path}: {where} has no 'paragraphs' list")
         title = str(article.get("title", ""))
         for p, para in enumerate(article["paragraphs"]):
-            if not isinstance(para, dict) or not isinstance(para.get("context"), str) \
-                    or not isinstance(para.get("qas"), list):
+            if not isinstance(para, dict) or not isinstance(para.get("context"), str) or not isinstance(para.get("qas"), list):
                 raise ClozeformerError(f"{path}: {where}.paragraphs[{p}] needs a 'context' string and a 'qas' list")
             context = para["context"]
             for q, qa in enumerate(para["qas"]):
@@ -91,8 +96,7 @@ def read_squad(path: str | Path, problems: Problems, labeled: bool | None = True
                 answers = _answers(qa.get("answers"), context, src, problems)
                 if labeled and not answers and not impossible:
                     if "answers" not in qa:
-                        raise ClozeformerError(f"{src}: question {qid!r} ({loc}) has no 'answers'; "
-                                               "a train/dev file needs them")
+                        raise ClozeformerError(f"{src}: question {qid!r} ({loc}) has no 'answers'; a train/dev file needs them")
                     problems.warn("no_answer", src, f"question {qid!r} has no usable answer; skipped")
                     continue
                 examples.append(QAExample(qid, qa["question"], context, answers, impossible, src, title))
@@ -106,9 +110,17 @@ def read_squad(path: str | Path, problems: Problems, labeled: bool | None = True
     return examples
 
 
-def read_qa_table(path: str | Path, problems: Problems, *, question: str, context: str, answer: str,
-                  answer_start: str | None, id_column: str | None = None,
-                  labeled: bool | None = True) -> list[QAExample]:
+def read_qa_table(
+    path: str | Path,
+    problems: Problems,
+    *,
+    question: str,
+    context: str,
+    answer: str,
+    answer_start: str | None,
+    id_column: str | None = None,
+    labeled: bool | None = True,
+) -> list[QAExample]:
     """Span QA from CSV/TSV/JSONL rows: a question, a context, and an answer.
 
     The answer cell is either the answer text (empty = no answer), or in JSONL the Hugging Face
@@ -121,8 +133,7 @@ def read_qa_table(path: str | Path, problems: Problems, *, question: str, contex
             raise ClozeformerError(f"{path}:1: no column {col!r} (columns: {', '.join(columns)})")
     has_answer = answer in columns
     if labeled and not has_answer:
-        raise ClozeformerError(f"{path}:1: no answer column {answer!r} (columns: {', '.join(columns)}); "
-                               "pass --label-column")
+        raise ClozeformerError(f"{path}:1: no answer column {answer!r} (columns: {', '.join(columns)}); pass --label-column")
     examples: list[QAExample] = []
     for src, row in rows:
         q, c = row.get(question), row.get(context)
@@ -134,14 +145,15 @@ def read_qa_table(path: str | Path, problems: Problems, *, question: str, contex
         if has_answer and labeled is not False:
             cell = row.get(answer)
             if isinstance(cell, dict):  # HF datasets layout
-                raw = [{"text": t, "answer_start": s} for t, s in
-                       zip(cell.get("text", []), cell.get("answer_start", [-1] * len(cell.get("text", []))))]
+                raw = [
+                    {"text": t, "answer_start": s}
+                    for t, s in zip(cell.get("text", []), cell.get("answer_start", [-1] * len(cell.get("text", []))))
+                ]
             elif isinstance(cell, str) or cell is None:
                 start = row.get(answer_start) if answer_start else -1
                 raw = [{"text": cell, "answer_start": start if start not in (None, "") else -1}] if cell else []
             else:
-                raise ClozeformerError(f"{src}: answer {cell!r} must be a string or "
-                                       "{{'text': [...], 'answer_start': [...]}}")
+                raise ClozeformerError(f"{src}: answer {cell!r} must be a string or {{{{'text': [...], 'answer_start': [...]}}}}")
             answers = _answers(raw, c, src, problems)
         examples.append(QAExample(qid, q, c, answers, not answers and has_answer and labeled is not False, src))
     if not examples:

@@ -41,9 +41,11 @@ def effective_stride(max_seq_len: int, max_query_len: int, doc_stride: int) -> i
     """
     room = max_seq_len - max_query_len - NUM_SPECIAL
     if room < 2:
-        raise ClozeformerError(f"max_seq_len={max_seq_len} leaves no room for a context after a question of "
-                               f"up to max_query_len={max_query_len} tokens; raise --max-seq-len or lower "
-                               "--max-query-len")
+        raise ClozeformerError(
+            f"max_seq_len={max_seq_len} leaves no room for a context after a question of "
+            f"up to max_query_len={max_query_len} tokens; raise --max-seq-len or lower "
+            "--max-query-len"
+        )
     return doc_stride if doc_stride < room else room // 2
 
 
@@ -54,15 +56,26 @@ def _truncate_questions(tokenizer, examples: list[QAExample], max_query_len: int
     for ex, enc in zip(examples, encs):
         q = ex.question
         if len(enc.ids) > max_query_len:
-            q = q[:enc.offsets[max_query_len - 1][1]]
-            problems.warn("question_truncated", ex.source, f"question {ex.qid!r} has {len(enc.ids)} tokens; "
-                          f"cut to max_query_len={max_query_len}")
+            q = q[: enc.offsets[max_query_len - 1][1]]
+            problems.warn(
+                "question_truncated",
+                ex.source,
+                f"question {ex.qid!r} has {len(enc.ids)} tokens; cut to max_query_len={max_query_len}",
+            )
         out.append(q)
     return out
 
 
-def make_windows(tokenizer, examples: list[QAExample], *, max_seq_len: int, doc_stride: int, max_query_len: int,
-                 training: bool, problems: Problems) -> list[dict]:
+def make_windows(
+    tokenizer,
+    examples: list[QAExample],
+    *,
+    max_seq_len: int,
+    doc_stride: int,
+    max_query_len: int,
+    training: bool,
+    problems: Problems,
+) -> list[dict]:
     """Features for every window of every example.
 
     Each feature: input_ids, token_type_ids, example_index, offsets (a (start, end) character
@@ -79,14 +92,16 @@ def make_windows(tokenizer, examples: list[QAExample], *, max_seq_len: int, doc_
         if training and not ex.is_impossible:
             answer = next((a for a in ex.answers if a.start >= 0), None)
             if answer is None:
-                problems.warn("no_trainable_answer", ex.source, f"question {ex.qid!r}: no answer located in the "
-                              "context; not used for training")
+                problems.warn(
+                    "no_trainable_answer",
+                    ex.source,
+                    f"question {ex.qid!r}: no answer located in the context; not used for training",
+                )
                 continue
         for window in [enc, *enc.overflowing]:
             seq_ids = window.sequence_ids
             offsets = [tuple(o) if s == 1 else None for o, s in zip(window.offsets, seq_ids)]
-            f = {"input_ids": window.ids, "token_type_ids": window.type_ids, "example_index": i,
-                 "offsets": offsets}
+            f = {"input_ids": window.ids, "token_type_ids": window.type_ids, "example_index": i, "offsets": offsets}
             if training:
                 f["start_positions"], f["end_positions"] = _target(offsets, answer)
             feats.append(f)
@@ -106,10 +121,17 @@ def _target(offsets: list, answer) -> tuple[int, int]:
     return start_tok, max(end_tok, start_tok)
 
 
-def postprocess(examples: list[QAExample], features: list[dict], start_logits: list[np.ndarray],
-                end_logits: list[np.ndarray], *, n_best: int = 20, max_answer_len: int = 30,
-                version_2: bool = False, null_threshold: float = 0.0
-                ) -> tuple[dict[str, str], dict[str, list[dict]], dict[str, float]]:
+def postprocess(
+    examples: list[QAExample],
+    features: list[dict],
+    start_logits: list[np.ndarray],
+    end_logits: list[np.ndarray],
+    *,
+    n_best: int = 20,
+    max_answer_len: int = 30,
+    version_2: bool = False,
+    null_threshold: float = 0.0,
+) -> tuple[dict[str, str], dict[str, list[dict]], dict[str, float]]:
     """(predictions {qid: text}, n-best lists {qid: [...]}, null odds {qid: null - best span})."""
     by_example: dict[int, list[int]] = defaultdict(list)
     for j, f in enumerate(features):
@@ -122,7 +144,7 @@ def postprocess(examples: list[QAExample], features: list[dict], start_logits: l
         null_score = None
         for j in by_example.get(i, []):
             offsets = features[j]["offsets"]
-            s_log, e_log = start_logits[j][:len(offsets)], end_logits[j][:len(offsets)]
+            s_log, e_log = start_logits[j][: len(offsets)], end_logits[j][: len(offsets)]
             feat_null = float(s_log[0] + e_log[0])
             null_score = feat_null if null_score is None else min(null_score, feat_null)
             starts = np.argsort(s_log)[::-1][:n_best]
@@ -133,7 +155,7 @@ def postprocess(examples: list[QAExample], features: list[dict], start_logits: l
                 for e in ends:
                     if offsets[e] is None or e < s or e - s + 1 > max_answer_len:
                         continue
-                    text = ex.context[offsets[s][0]:offsets[e][1]]
+                    text = ex.context[offsets[s][0] : offsets[e][1]]
                     candidates.append((float(s_log[s] + e_log[e]), float(s_log[s]), float(e_log[e]), text))
         candidates.sort(key=lambda c: c[0], reverse=True)
         # keep the best-scoring occurrence of each distinct text (windows overlap)

@@ -29,8 +29,10 @@ def read_swag(path: str | Path, problems: Problems, labeled: bool | None = True)
     cols = {c.strip(): i for i, c in enumerate(header)}
     for c in ("sent1", "sent2", *ENDINGS):
         if c not in cols:
-            raise ClozeformerError(f"{path}:{line0}: no column {c!r} in the header; expected SWAG's "
-                                   "video-id,fold-ind,startphrase,sent1,sent2,gold-source,ending0..3,label")
+            raise ClozeformerError(
+                f"{path}:{line0}: no column {c!r} in the header; expected SWAG's "
+                "video-id,fold-ind,startphrase,sent1,sent2,gold-source,ending0..3,label"
+            )
     has_label = "label" in cols
     if labeled and not has_label:
         raise ClozeformerError(f"{path}:{line0}: no 'label' column: a train/dev file needs labels")
@@ -48,8 +50,9 @@ def read_swag(path: str | Path, problems: Problems, labeled: bool | None = True)
                 raise ClozeformerError(f"{src}: label {raw!r} is not 0, 1, 2 or 3")
             label = int(raw)
         guid = fields[index_col].strip() if index_col is not None else str(len(examples))
-        examples.append(ChoiceExample(guid, fields[cols["sent1"]], fields[cols["sent2"]],
-                                      [fields[cols[e]] for e in ENDINGS], label, src))
+        examples.append(
+            ChoiceExample(guid, fields[cols["sent1"]], fields[cols["sent2"]], [fields[cols[e]] for e in ENDINGS], label, src)
+        )
     if not examples:
         raise ClozeformerError(f"{path}: no usable rows")
     return examples

@@ -1,17 +1,17 @@
 """Pretraining: the loop, optimizers and schedules, checkpoints and resume, torchrun setup.
 
-    config.py       PretrainConfig: every flag of `clozeformer pretrain`, one place for defaults
-    build.py        the model a run trains (preset / --config / --init-from / checkpoint)
-    optim.py        AdamW param groups, LAMB, warmup + linear/cosine/constant, step/token/time budgets
-    precision.py    fp32 / bf16 / fp16 from the hardware, TF32
-    distributed.py  torchrun process group, DDP / FSDP2 wrapping, small collectives
-    checkpoint.py   atomic checkpoints, keep-last-K, RNG state, exact resume
-    metrics.py      metrics.jsonl (+ TensorBoard when installed)
-    loop.py         pretrain(cfg): the training loop
-    cli.py, plot.py the `pretrain` and `plot` verbs
+config.py       PretrainConfig: every flag of `clozeformer pretrain`, one place for defaults
+build.py        the model a run trains (preset / --config / --init-from / checkpoint)
+optim.py        AdamW param groups, LAMB, warmup + linear/cosine/constant, step/token/time budgets
+precision.py    fp32 / bf16 / fp16 from the hardware, TF32
+distributed.py  torchrun process group, DDP / FSDP2 wrapping, small collectives
+checkpoint.py   atomic checkpoints, keep-last-K, RNG state, exact resume
+metrics.py      metrics.jsonl (+ TensorBoard when installed)
+loop.py         pretrain(cfg): the training loop
+cli.py, plot.py the `pretrain` and `plot` verbs
 
-    from clozeformer.train import PretrainConfig, pretrain
-    pretrain(PretrainConfig(data="data/", out="runs/tiny", model="tiny", max_steps=100))
+from clozeformer.train import PretrainConfig, pretrain
+pretrain(PretrainConfig(data="data/", out="runs/tiny", model="tiny", max_steps=100))
 """
 
 from __future__ import annotations

@@ -88,6 +88,7 @@ def prune(run_dir: str | Path, keep_last: int) -> list[Path]:
 
 # ----------------------------------------------------------------------------- RNG
 
+
 def rng_state() -> dict[str, torch.Tensor]:
     """This process's python, numpy and torch RNG states as tensors (safetensors-ready)."""
     version, internal, gauss_next = random.getstate()
@@ -110,8 +111,7 @@ def set_rng_state(d: dict[str, torch.Tensor]) -> None:
     has_gauss, gauss = d["python_gauss"].tolist()
     random.setstate((py[0], tuple(py[1:]), gauss if has_gauss else None))
     pos, has_np_gauss, cached = d["numpy_rest"].tolist()
-    np.random.set_state(("MT19937", d["numpy_keys"].numpy().astype(np.uint32), int(pos),
-                         int(has_np_gauss), float(cached)))
+    np.random.set_state(("MT19937", d["numpy_keys"].numpy().astype(np.uint32), int(pos), int(has_np_gauss), float(cached)))
     if "cuda" in d and torch.cuda.is_available():
         torch.cuda.set_rng_state(d["cuda"])
 
@@ -132,7 +132,6 @@ def seed_everything(seed: int) -> None:
     torch.manual_seed(seed)
 
 
-
 def rng_bytes() -> bytes:
     from safetensors.torch import save
 
@@ -140,6 +139,7 @@ def rng_bytes() -> bytes:
 
 
 # ----------------------------------------------------------------------------- model / optimizer state
+
 
 def model_from_state_dict(model_cls, config, state_dict: dict[str, torch.Tensor]):
     """A CPU model around an existing full state dict, without allocating a second copy."""
@@ -175,6 +175,7 @@ def load_optimizer_state(model: torch.nn.Module, opt: torch.optim.Optimizer, sta
 
 # ----------------------------------------------------------------------------- save / load
 
+
 def _debug_pause(step: int) -> None:
     spec = os.environ.get("CLOZEFORMER_DEBUG_CKPT_SLEEP")
     if spec:
@@ -183,9 +184,17 @@ def _debug_pause(step: int) -> None:
             time.sleep(float(seconds))
 
 
-def save_checkpoint(run_dir: str | Path, step: int, *, write_model: Callable[[Path], None],
-                    tokenizer_dir: Path, optimizer_state: dict[str, Any], rng_blobs: list[bytes],
-                    trainer_state: dict[str, Any], keep_last: int) -> Path:
+def save_checkpoint(
+    run_dir: str | Path,
+    step: int,
+    *,
+    write_model: Callable[[Path], None],
+    tokenizer_dir: Path,
+    optimizer_state: dict[str, Any],
+    rng_blobs: list[bytes],
+    trainer_state: dict[str, Any],
+    keep_last: int,
+) -> Path:
     """Write RUN_DIR/checkpoints/step-N atomically, then prune to the newest `keep_last`.
 
     Raises OSError (disk full, permissions) with every earlier checkpoint untouched.

@@ -19,8 +19,9 @@ from clozeformer.train.config import PretrainConfig
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--config-file", default=None,
-                        help="JSON/YAML file of PretrainConfig values (same names as the flags; flags win)")
+    parser.add_argument(
+        "--config-file", default=None, help="JSON/YAML file of PretrainConfig values (same names as the flags; flags win)"
+    )
     add_dataclass_args(parser, PretrainConfig)
 
 

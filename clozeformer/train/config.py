@@ -52,57 +52,81 @@ class PretrainConfig:
     out: str | None = field(default=None, metadata=_help("run dir: config, metrics.jsonl, checkpoints/"))
     # ------------------------------------------------------------------ the model (one of three sources)
     model: str = field(default="tiny", metadata=_help("architecture preset", choices=list(PRESETS)))
-    model_config: str | None = field(default=None, metadata=_help(
-        "HF-style config.json for the architecture (overrides --model)", flag="--config"))
-    init_from: str | None = field(default=None, metadata=_help(
-        "start from the weights of this HF-format model dir (continued pretraining)"))
-    position_embedding_type: Literal["absolute", "rotary"] | None = field(default=None, metadata=_help(
-        "absolute (BERT's table) or rotary (RoFormer); unset: the recipe's (rotary for tiny/mini from scratch)",
-        choices=list(POSITION_TYPES)))
-    dropout: float | None = field(default=None, metadata=_help(
-        "hidden and attention dropout; unset: the recipe's (0 for tiny/mini, else the config's)"))
-    objective: Literal["mlm", "mlm_nsp"] = field(default="mlm", metadata=_help(
-        "mlm (RoBERTa-style, saves BertForMaskedLM) or mlm_nsp (original BERT, needs NSP-prepared data)"))
+    model_config: str | None = field(
+        default=None, metadata=_help("HF-style config.json for the architecture (overrides --model)", flag="--config")
+    )
+    init_from: str | None = field(
+        default=None, metadata=_help("start from the weights of this HF-format model dir (continued pretraining)")
+    )
+    position_embedding_type: Literal["absolute", "rotary"] | None = field(
+        default=None,
+        metadata=_help(
+            "absolute (BERT's table) or rotary (RoFormer); unset: the recipe's (rotary for tiny/mini from scratch)",
+            choices=list(POSITION_TYPES),
+        ),
+    )
+    dropout: float | None = field(
+        default=None, metadata=_help("hidden and attention dropout; unset: the recipe's (0 for tiny/mini, else the config's)")
+    )
+    objective: Literal["mlm", "mlm_nsp"] = field(
+        default="mlm",
+        metadata=_help("mlm (RoBERTa-style, saves BertForMaskedLM) or mlm_nsp (original BERT, needs NSP-prepared data)"),
+    )
     # ------------------------------------------------------------------ masking (applied by the loader)
     mlm_probability: float = field(default=0.15, metadata=_help("fraction of tokens to predict"))
-    masking: Literal["bernoulli", "exact"] = field(default="bernoulli", metadata=_help(
-        "bernoulli: each token independently; exact: round(p * length) tokens per sequence"))
+    masking: Literal["bernoulli", "exact"] = field(
+        default="bernoulli", metadata=_help("bernoulli: each token independently; exact: round(p * length) tokens per sequence")
+    )
     max_predictions: int | None = field(default=20, metadata=_help("cap on predicted tokens per sequence"))
     whole_word: bool = field(default=False, metadata=_help("mask all pieces of a word together"))
-    mask_token_prob: float = field(default=0.8, metadata=_help(
-        "of the chosen tokens, the fraction shown as [MASK] (BERT: 0.8; 1 with --random-token-prob 0: [MASK] only)"))
-    random_token_prob: float = field(default=0.1, metadata=_help(
-        "of the chosen tokens, the fraction shown as a random token (BERT: 0.1; the rest stay unchanged)"))
+    mask_token_prob: float = field(
+        default=0.8,
+        metadata=_help(
+            "of the chosen tokens, the fraction shown as [MASK] (BERT: 0.8; 1 with --random-token-prob 0: [MASK] only)"
+        ),
+    )
+    random_token_prob: float = field(
+        default=0.1,
+        metadata=_help("of the chosen tokens, the fraction shown as a random token (BERT: 0.1; the rest stay unchanged)"),
+    )
     # ------------------------------------------------------------------ budget (the first one reached stops)
     max_steps: int | None = field(default=None, metadata=_help("optimizer steps"))
     max_tokens: int | None = field(default=None, metadata=_help("token positions (global batch x seq_len per step)"))
-    max_time: float | None = field(default=None, metadata=_help(
-        "wall-clock minutes of training (evals and checkpoints included)"))
+    max_time: float | None = field(
+        default=None, metadata=_help("wall-clock minutes of training (evals and checkpoints included)")
+    )
     # ------------------------------------------------------------------ batch
     batch_size: int = field(default=32, metadata=_help("micro-batch per process"))
     grad_accum: int = field(default=1, metadata=_help("micro-batches per optimizer step"))
     # ------------------------------------------------------------------ optimizer and schedule
-    optimizer: Literal["adamw", "lamb"] = field(default="adamw", metadata=_help(
-        "adamw (default) or lamb (layer-wise trust ratio, for large batches)"))
-    optimizer_impl: Literal["auto", "fused", "foreach", "for_loop"] = field(default="auto", metadata=_help(
-        "AdamW kernel: auto = fused where torch has it for the device"))
-    lr: float | None = field(default=None, metadata=_help(
-        "peak learning rate; unset: the recipe's (2e-3 for tiny/mini, else BERT's 1e-4)"))
+    optimizer: Literal["adamw", "lamb"] = field(
+        default="adamw", metadata=_help("adamw (default) or lamb (layer-wise trust ratio, for large batches)")
+    )
+    optimizer_impl: Literal["auto", "fused", "foreach", "for_loop"] = field(
+        default="auto", metadata=_help("AdamW kernel: auto = fused where torch has it for the device")
+    )
+    lr: float | None = field(
+        default=None, metadata=_help("peak learning rate; unset: the recipe's (2e-3 for tiny/mini, else BERT's 1e-4)")
+    )
     weight_decay: float = field(default=0.01, metadata=_help("decoupled weight decay (not on bias/LayerNorm)"))
     adam_beta1: float = field(default=0.9, metadata=_help("first-moment decay"))
     adam_beta2: float = field(default=0.999, metadata=_help("second-moment decay"))
     adam_eps: float = field(default=1e-6, metadata=_help("denominator epsilon (BERT used 1e-6)"))
-    schedule: Literal["linear", "cosine", "constant"] = field(default="linear", metadata=_help(
-        "after warmup: linear decay, cosine decay, or constant"))
-    warmup_steps: int | None = field(default=None, metadata=_help(
-        "linear warmup steps; unset: the recipe's (300 for tiny/mini, else 0; BERT used 10k of 1M)"))
+    schedule: Literal["linear", "cosine", "constant"] = field(
+        default="linear", metadata=_help("after warmup: linear decay, cosine decay, or constant")
+    )
+    warmup_steps: int | None = field(
+        default=None, metadata=_help("linear warmup steps; unset: the recipe's (300 for tiny/mini, else 0; BERT used 10k of 1M)")
+    )
     min_lr_ratio: float = field(default=0.0, metadata=_help("lr floor for the decay, as a fraction of --lr"))
     max_grad_norm: float = field(default=1.0, metadata=_help("clip the global grad norm (0 = off)"))
-    max_bad_steps: int = field(default=10, metadata=_help(
-        "stop after this many consecutive steps with a NaN/Inf loss or gradient"))
+    max_bad_steps: int = field(
+        default=10, metadata=_help("stop after this many consecutive steps with a NaN/Inf loss or gradient")
+    )
     # ------------------------------------------------------------------ hardware
-    precision: Literal["auto", "fp32", "bf16", "fp16"] = field(default="auto", metadata=_help(
-        "auto: bf16 on CUDA with bf16 and on AMX CPUs, fp16 + GradScaler on older GPUs, else fp32"))
+    precision: Literal["auto", "fp32", "bf16", "fp16"] = field(
+        default="auto", metadata=_help("auto: bf16 on CUDA with bf16 and on AMX CPUs, fp16 + GradScaler on older GPUs, else fp32")
+    )
     compile: bool = field(default=False, metadata=_help("torch.compile the model"))
     tf32: bool = field(default=True, metadata=_help("TF32 matmuls on Ampere+ GPUs"))
     fsdp: bool = field(default=False, metadata=_help("shard params/grads/optimizer with FSDP2 instead of DDP"))
@@ -116,8 +140,10 @@ class PretrainConfig:
     save_every: int = field(default=0, metadata=_help("checkpoint every N steps (0 = off)"))
     save_every_minutes: float = field(default=0.0, metadata=_help("checkpoint every M minutes (0 = off)"))
     keep_last: int = field(default=3, metadata=_help("checkpoints to keep (the newest K)"))
-    resume: bool = field(default=True, metadata=_help(
-        "resume from RUN_DIR's newest checkpoint when there is one (--no-resume: refuse a used RUN_DIR)"))
+    resume: bool = field(
+        default=True,
+        metadata=_help("resume from RUN_DIR's newest checkpoint when there is one (--no-resume: refuse a used RUN_DIR)"),
+    )
     resume_from: str | None = field(default=None, metadata=_help("resume from this checkpoint dir"))
     progress: bool = field(default=True, metadata=_help("tqdm progress bar"))
     tensorboard: bool = field(default=True, metadata=_help("also log to RUN_DIR/tb when tensorboard is installed"))
@@ -142,8 +168,9 @@ class PretrainConfig:
         if self.position_embedding_type is None:
             self.position_embedding_type = recipe.position_embedding_type  # type: ignore[assignment]
         elif self.position_embedding_type not in POSITION_TYPES:
-            raise bad(f"unknown --position-embedding-type {self.position_embedding_type!r}; "
-                      f"choose one of {', '.join(POSITION_TYPES)}")
+            raise bad(
+                f"unknown --position-embedding-type {self.position_embedding_type!r}; choose one of {', '.join(POSITION_TYPES)}"
+            )
         if self.max_steps is None and self.max_tokens is None and self.max_time is None:
             raise bad("set a budget: --max-steps, --max-tokens and/or --max-time")
         for name in ("max_steps", "max_tokens", "max_time"):
@@ -160,10 +187,15 @@ class PretrainConfig:
             raise bad(f"--lr must be positive, got {self.lr}")
         if not 0.0 < self.mlm_probability < 1.0:
             raise bad(f"--mlm-probability must be in (0, 1), got {self.mlm_probability}")
-        if not (0.0 <= self.mask_token_prob <= 1.0 and 0.0 <= self.random_token_prob <= 1.0
-                and self.mask_token_prob + self.random_token_prob <= 1.0):
-            raise bad(f"--mask-token-prob {self.mask_token_prob} and --random-token-prob {self.random_token_prob} "
-                      "must be in [0, 1] and sum to at most 1")
+        if not (
+            0.0 <= self.mask_token_prob <= 1.0
+            and 0.0 <= self.random_token_prob <= 1.0
+            and self.mask_token_prob + self.random_token_prob <= 1.0
+        ):
+            raise bad(
+                f"--mask-token-prob {self.mask_token_prob} and --random-token-prob {self.random_token_prob} "
+                "must be in [0, 1] and sum to at most 1"
+            )
         if self.dropout is not None and not 0.0 <= self.dropout < 1.0:
             raise bad(f"--dropout must be in [0, 1), got {self.dropout}")
         if not 0.0 <= self.min_lr_ratio <= 1.0:

@@ -55,8 +55,7 @@ def setup(timeout_minutes: float = 30.0) -> DistInfo:
         return DistInfo(0, 1, 0, device, None)
     backend = "nccl" if cuda else "gloo"
     if not dist.is_initialized():
-        dist.init_process_group(backend, timeout=timedelta(minutes=timeout_minutes),
-                                device_id=device if cuda else None)
+        dist.init_process_group(backend, timeout=timedelta(minutes=timeout_minutes), device_id=device if cuda else None)
     return DistInfo(rank, world, local_rank, device, backend)
 
 
@@ -97,10 +96,10 @@ def gather_bytes(data: bytes, info: DistInfo) -> list[bytes]:
     longest = int(max(s.item() for s in sizes))
     buf = torch.zeros(longest, dtype=torch.uint8, device=info.device)
     if data:
-        buf[:len(data)] = torch.frombuffer(bytearray(data), dtype=torch.uint8).to(info.device)
+        buf[: len(data)] = torch.frombuffer(bytearray(data), dtype=torch.uint8).to(info.device)
     bufs = [torch.zeros_like(buf) for _ in range(info.world_size)]
     dist.all_gather(bufs, buf)
-    return [bytes(b[:int(s.item())].cpu().numpy().tobytes()) for b, s in zip(bufs, sizes)]
+    return [bytes(b[: int(s.item())].cpu().numpy().tobytes()) for b, s in zip(bufs, sizes)]
 
 
 def gather_json(obj, info: DistInfo) -> list:
@@ -108,6 +107,7 @@ def gather_json(obj, info: DistInfo) -> list:
 
 
 # ----------------------------------------------------------------------------- wrapping
+
 
 def shard_fsdp(model: nn.Module, info: DistInfo) -> nn.Module:
     """FSDP2: each encoder layer is one all-gather unit; the root holds embeddings and heads

@@ -41,9 +41,21 @@ from clozeformer.train.optim import Budget, Schedule, build_optimizer, optimizer
 from clozeformer.train.precision import enable_tf32, resolve_precision
 
 #: config fields that may change between a run and its resumption without affecting exactness
-RESUME_FREE_FIELDS = {"out", "resume", "resume_from", "progress", "tensorboard", "save_every",
-                      "save_every_minutes", "keep_last", "eval_every", "eval_batches", "log_every",
-                      "num_threads", "max_bad_steps"}
+RESUME_FREE_FIELDS = {
+    "out",
+    "resume",
+    "resume_from",
+    "progress",
+    "tensorboard",
+    "save_every",
+    "save_every_minutes",
+    "keep_last",
+    "eval_every",
+    "eval_batches",
+    "log_every",
+    "num_threads",
+    "max_bad_steps",
+}
 
 
 @dataclass
@@ -67,8 +79,10 @@ class Trainer:
         self.manifest = read_manifest(self.data_dir)
         self.nsp = cfg.objective == "mlm_nsp"
         if self.nsp and self.manifest["mode"] != "nsp":
-            raise ClozeformerError(f"--objective mlm_nsp needs NSP data, but {self.data_dir / 'manifest.json'} "
-                                   f"has mode {self.manifest['mode']!r}; prepare it with --mode nsp")
+            raise ClozeformerError(
+                f"--objective mlm_nsp needs NSP data, but {self.data_dir / 'manifest.json'} "
+                f"has mode {self.manifest['mode']!r}; prepare it with --mode nsp"
+            )
         self.tokenizer_dir = self.data_dir / "tokenizer"
         if not (self.tokenizer_dir / "vocab.txt").is_file():
             raise ClozeformerError(f"{self.tokenizer_dir / 'vocab.txt'}: missing (checkpoints copy it)")
@@ -90,10 +104,14 @@ class Trainer:
         self.opt = build_optimizer(self.raw, cfg, info.device.type)
         self.scaler = torch.amp.GradScaler(info.device.type) if self.precision.needs_grad_scaler else None
 
-        self.masking = MaskingConfig(mlm_probability=cfg.mlm_probability, strategy=cfg.masking,
-                                     max_predictions=cfg.max_predictions or self.manifest["seq_len"],
-                                     whole_word=cfg.whole_word, mask_token_prob=cfg.mask_token_prob,
-                                     random_token_prob=cfg.random_token_prob)
+        self.masking = MaskingConfig(
+            mlm_probability=cfg.mlm_probability,
+            strategy=cfg.masking,
+            max_predictions=cfg.max_predictions or self.manifest["seq_len"],
+            whole_word=cfg.whole_word,
+            mask_token_prob=cfg.mask_token_prob,
+            random_token_prob=cfg.random_token_prob,
+        )
         self.loader = self._loader("train")
         self.tokens_per_step = cfg.batch_size * cfg.grad_accum * info.world_size * self.manifest["seq_len"]
         self.state, self.resume_note = RunState(), None
@@ -104,9 +122,17 @@ class Trainer:
 
     # ------------------------------------------------------------------ setup helpers
     def _loader(self, split: str) -> PretrainLoader:
-        return PretrainLoader(self.data_dir, split=split, batch_size=self.cfg.batch_size, seed=self.cfg.seed,
-                              rank=self.info.rank, world_size=self.info.world_size, masking=self.masking,
-                              shuffle=split == "train", drop_last=split == "train")
+        return PretrainLoader(
+            self.data_dir,
+            split=split,
+            batch_size=self.cfg.batch_size,
+            seed=self.cfg.seed,
+            rank=self.info.rank,
+            world_size=self.info.world_size,
+            masking=self.masking,
+            shuffle=split == "train",
+            drop_last=split == "train",
+        )
 
     def _find_checkpoint(self) -> Path | None:
         cfg = self.cfg
@@ -119,8 +145,10 @@ class Trainer:
             return path
         latest = ckpt_io.latest_checkpoint(self.run_dir)
         if latest is not None and not cfg.resume:
-            raise ClozeformerError(f"{self.run_dir} already holds checkpoint {latest.name}; drop --no-resume "
-                                   "to continue that run, or choose a new --out")
+            raise ClozeformerError(
+                f"{self.run_dir} already holds checkpoint {latest.name}; drop --no-resume "
+                "to continue that run, or choose a new --out"
+            )
         return latest
 
     def _restore(self, ckpt: Path) -> None:
@@ -135,41 +163,56 @@ class Trainer:
             self.scaler.load_state_dict(st["grad_scaler"])
         self.state = RunState(st["step"], st["tokens"], st["elapsed_s"], st.get("bad_steps", 0), 0, st["elapsed_s"])
         now = config_dict(self.cfg)
-        changed = {k: (v, now.get(k)) for k, v in st.get("config", {}).items()
-                   if k not in RESUME_FREE_FIELDS and now.get(k) != v}
+        changed = {k: (v, now.get(k)) for k, v in st.get("config", {}).items() if k not in RESUME_FREE_FIELDS and now.get(k) != v}
         if len(loaders) != self.info.world_size or rng is None:
             changed["world_size"] = (len(loaders), self.info.world_size)
-        self.resume_note = (f"resuming from {ckpt} (step {st['step']:,}, {st['tokens']:,} tokens, "
-                            f"{st['elapsed_s'] / 60:.1f} min)"
-                            + ("" if not changed else "; changed since that run (no longer bit-exact): "
-                               + ", ".join(f"{k} {a} -> {b}" for k, (a, b) in changed.items())))
+        self.resume_note = (
+            f"resuming from {ckpt} (step {st['step']:,}, {st['tokens']:,} tokens, "
+            f"{st['elapsed_s'] / 60:.1f} min)"
+            + (
+                ""
+                if not changed
+                else "; changed since that run (no longer bit-exact): "
+                + ", ".join(f"{k} {a} -> {b}" for k, (a, b) in changed.items())
+            )
+        )
 
     def _banner(self) -> None:
         cfg, info = self.cfg, self.info
         print_config(cfg, "PretrainConfig (resolved)")
         save_config(cfg, self.run_dir / "pretrain_config.json")
         c = self.raw.config
-        print(f"model: {self.model_cls.__name__} from {self.model_source}: {c.num_hidden_layers} layers, "
-              f"hidden {c.hidden_size}, vocab {c.vocab_size}, {self.n_params:,} parameters")
-        print(f"data: {self.data_dir} ({self.manifest['mode']}, seq_len {self.manifest['seq_len']}, "
-              f"{self.manifest['num_train']:,} train / {self.manifest['num_val']:,} val sequences)")
-        print(f"batch: {cfg.batch_size} x {cfg.grad_accum} accum x {info.world_size} processes = "
-              f"{cfg.batch_size * cfg.grad_accum * info.world_size} sequences, "
-              f"{self.tokens_per_step:,} tokens/step")
-        print(f"device: {info.device}, precision {self.precision.name}, optimizer {cfg.optimizer} "
-              f"({optimizer_kernel(self.opt)}), {'FSDP2' if cfg.fsdp else 'DDP' if info.distributed else 'single'}"
-              f"{', compiled' if cfg.compile else ''}{', TF32' if self.tf32 else ''}, "
-              f"{torch.get_num_threads()} CPU threads")
+        print(
+            f"model: {self.model_cls.__name__} from {self.model_source}: {c.num_hidden_layers} layers, "
+            f"hidden {c.hidden_size}, vocab {c.vocab_size}, {self.n_params:,} parameters"
+        )
+        print(
+            f"data: {self.data_dir} ({self.manifest['mode']}, seq_len {self.manifest['seq_len']}, "
+            f"{self.manifest['num_train']:,} train / {self.manifest['num_val']:,} val sequences)"
+        )
+        print(
+            f"batch: {cfg.batch_size} x {cfg.grad_accum} accum x {info.world_size} processes = "
+            f"{cfg.batch_size * cfg.grad_accum * info.world_size} sequences, "
+            f"{self.tokens_per_step:,} tokens/step"
+        )
+        print(
+            f"device: {info.device}, precision {self.precision.name}, optimizer {cfg.optimizer} "
+            f"({optimizer_kernel(self.opt)}), {'FSDP2' if cfg.fsdp else 'DDP' if info.distributed else 'single'}"
+            f"{', compiled' if cfg.compile else ''}{', TF32' if self.tf32 else ''}, "
+            f"{torch.get_num_threads()} CPU threads"
+        )
         print(self.resume_note or f"new run in {self.run_dir}", flush=True)
 
     # ------------------------------------------------------------------ one optimizer step
-    def train_step(self, micro: list[dict[str, torch.Tensor]], elapsed_s: float, sched: Schedule,
-                   budget: Budget, save_due: bool) -> dict[str, Any]:
+    def train_step(
+        self, micro: list[dict[str, torch.Tensor]], elapsed_s: float, sched: Schedule, budget: Budget, save_due: bool
+    ) -> dict[str, Any]:
         cfg, info, dev = self.cfg, self.info, self.info.device
         # masked tokens / NSP pairs of the whole global batch, counted before any forward pass
-        counts = torch.tensor([[float((b["labels"] != -100).sum()),
-                                float(b["next_sentence_label"].numel()) if self.nsp else 0.0] for b in micro],
-                              dtype=torch.float64)  # (A, 2)
+        counts = torch.tensor(
+            [[float((b["labels"] != -100).sum()), float(b["next_sentence_label"].numel()) if self.nsp else 0.0] for b in micro],
+            dtype=torch.float64,
+        )  # (A, 2)
         totals = distributed.all_reduce(counts.sum(0), info)
         n_mlm, n_nsp = max(totals[0].item(), 1.0), max(totals[1].item(), 1.0)
         sums = torch.zeros(4, dtype=torch.float64, device=dev)  # mlm CE sum, mlm correct, nsp CE sum, nsp correct
@@ -197,8 +240,11 @@ class Trainer:
                     sums[2] += out.nsp_loss.detach().double() * counts[i, 1].item()
                     sums[3] += (out.seq_relationship_logits.argmax(-1) == b["next_sentence_label"].view(-1)).sum()
         # one collective for the step's statistics and the decisions every rank must share
-        flags = torch.tensor([elapsed_s if info.is_main else 0.0, float(self.stop_signal > 0),
-                              float(save_due and info.is_main)], dtype=torch.float64, device=dev)
+        flags = torch.tensor(
+            [elapsed_s if info.is_main else 0.0, float(self.stop_signal > 0), float(save_due and info.is_main)],
+            dtype=torch.float64,
+            device=dev,
+        )
         red = distributed.all_reduce(torch.cat([sums, flags]), info).cpu().tolist()
         loss_value = red[0] / n_mlm + (red[2] / n_nsp if self.nsp else 0.0)
         if self.scaler is not None:
@@ -216,8 +262,14 @@ class Trainer:
         if self.scaler is not None:
             self.scaler.update()
         self.opt.zero_grad(set_to_none=True)
-        rec = {"loss": loss_value, "mlm_loss": red[0] / n_mlm, "mlm_acc": red[1] / n_mlm, "lr": lr,
-               "grad_norm": norm, "skipped": bad}
+        rec = {
+            "loss": loss_value,
+            "mlm_loss": red[0] / n_mlm,
+            "mlm_acc": red[1] / n_mlm,
+            "lr": lr,
+            "grad_norm": norm,
+            "skipped": bad,
+        }
         if self.nsp:
             rec.update(nsp_loss=red[2] / n_nsp, nsp_acc=red[3] / n_nsp)
         return {**rec, "_elapsed": red[4], "_stop": red[5] > 0, "_save": red[6] > 0, "_horizon": horizon}
@@ -240,8 +292,12 @@ class Trainer:
             for batch in batches:
                 b = {k: v.to(info.device) for k, v in (batch if batch is not None else pad_batch).items()}
                 with self.precision.autocast():
-                    out = self.raw(input_ids=b["input_ids"], attention_mask=b["attention_mask"],
-                                   token_type_ids=b["token_type_ids"], labels=b["labels"])
+                    out = self.raw(
+                        input_ids=b["input_ids"],
+                        attention_mask=b["attention_mask"],
+                        token_type_ids=b["token_type_ids"],
+                        labels=b["labels"],
+                    )
                 if batch is None:
                     continue
                 logits = out.prediction_logits if self.nsp else out.logits  # (N, V)
@@ -251,15 +307,18 @@ class Trainer:
                 sums[2] += (logits.argmax(-1) == target).sum().item()
                 if self.nsp:  # NSP data trained with --objective mlm has labels but no NSP head
                     nsl = b["next_sentence_label"].view(-1)
-                    sums[3] += torch.nn.functional.cross_entropy(out.seq_relationship_logits.float(), nsl,
-                                                                 reduction="sum").item()
+                    sums[3] += torch.nn.functional.cross_entropy(out.seq_relationship_logits.float(), nsl, reduction="sum").item()
                     sums[4] += nsl.numel()
                     sums[5] += (out.seq_relationship_logits.argmax(-1) == nsl).sum().item()
             s = distributed.all_reduce(sums, info).tolist()
             self.raw.train()
         mlm_loss = s[0] / max(s[1], 1.0)
-        rec = {"val_mlm_loss": mlm_loss, "val_mlm_acc": s[2] / max(s[1], 1.0),
-               "val_ppl": math.exp(min(mlm_loss, 50.0)), "val_masked_tokens": int(s[1])}
+        rec = {
+            "val_mlm_loss": mlm_loss,
+            "val_mlm_acc": s[2] / max(s[1], 1.0),
+            "val_ppl": math.exp(min(mlm_loss, 50.0)),
+            "val_masked_tokens": int(s[1]),
+        }
         if s[4]:
             rec.update(val_nsp_loss=s[3] / s[4], val_nsp_acc=s[5] / s[4])
         return rec
@@ -283,20 +342,34 @@ class Trainer:
         loader_states = distributed.gather_json(self.loader.state_dict(), info)
         ok, error = torch.ones(1), ""
         if info.is_main:
-            trainer_state = {"step": st.step, "tokens": st.tokens, "elapsed_s": st.elapsed_s,
-                             "bad_steps": st.bad_total, "world_size": info.world_size, "reason": reason,
-                             "loader": loader_states, "config": config_dict(self.cfg),
-                             "grad_scaler": self.scaler.state_dict() if self.scaler else None,
-                             "clozeformer_version": __version__}
+            trainer_state = {
+                "step": st.step,
+                "tokens": st.tokens,
+                "elapsed_s": st.elapsed_s,
+                "bad_steps": st.bad_total,
+                "world_size": info.world_size,
+                "reason": reason,
+                "loader": loader_states,
+                "config": config_dict(self.cfg),
+                "grad_scaler": self.scaler.state_dict() if self.scaler else None,
+                "clozeformer_version": __version__,
+            }
             try:
-                ckpt_io.save_checkpoint(self.run_dir, st.step, write_model=write_model,
-                                        tokenizer_dir=self.tokenizer_dir, optimizer_state=osd,
-                                        rng_blobs=rng_blobs, trainer_state=trainer_state,
-                                        keep_last=self.cfg.keep_last)
+                ckpt_io.save_checkpoint(
+                    self.run_dir,
+                    st.step,
+                    write_model=write_model,
+                    tokenizer_dir=self.tokenizer_dir,
+                    optimizer_state=osd,
+                    rng_blobs=rng_blobs,
+                    trainer_state=trainer_state,
+                    keep_last=self.cfg.keep_last,
+                )
             except OSError as e:
                 prev = ckpt_io.latest_checkpoint(self.run_dir)
-                error = (f"checkpoint {ckpt_io.checkpoint_name(st.step)} was NOT written ({e}); "
-                         + (f"the previous checkpoint {prev} is intact" if prev else "there is no earlier checkpoint"))
+                error = f"checkpoint {ckpt_io.checkpoint_name(st.step)} was NOT written ({e}); " + (
+                    f"the previous checkpoint {prev} is intact" if prev else "there is no earlier checkpoint"
+                )
                 tqdm.write(f"warning: {error}", file=sys.stderr)
                 self.log.log({"kind": "event", "step": st.step, "event": "checkpoint_failed", "error": str(e)})
                 ok[0] = 0.0
@@ -318,15 +391,21 @@ class Trainer:
         cfg, info, st = self.cfg, self.info, self.state
         if info.is_main:
             self._banner()
-        budget = Budget(cfg.max_steps, cfg.max_tokens, cfg.max_time * 60 if cfg.max_time else None,
-                        self.tokens_per_step)
+        budget = Budget(cfg.max_steps, cfg.max_tokens, cfg.max_time * 60 if cfg.max_time else None, self.tokens_per_step)
         sched = Schedule(cfg.schedule, cfg.warmup_steps, cfg.min_lr_ratio)
         self.log = MetricsLog(self.run_dir, info.is_main, st.step if self.ckpt else None, cfg.tensorboard)
         handlers = {}
         if threading.current_thread() is threading.main_thread():
             handlers = {s: signal.signal(s, self._on_signal) for s in (signal.SIGTERM, signal.SIGINT)}
-        bar = tqdm(total=budget.horizon(st.step, st.elapsed_s), initial=st.step, unit="step", dynamic_ncols=True,
-                   disable=not (info.is_main and cfg.progress), file=sys.stderr, mininterval=0.5)
+        bar = tqdm(
+            total=budget.horizon(st.step, st.elapsed_s),
+            initial=st.step,
+            unit="step",
+            dynamic_ncols=True,
+            disable=not (info.is_main and cfg.progress),
+            file=sys.stderr,
+            mininterval=0.5,
+        )
         session_start, session_base, first_step = time.monotonic(), st.elapsed_s, st.step
         it, rec, val, stopped_by, last_saved, micro = iter(self.loader), {}, {}, "budget", None, []
         self.raw.train()
@@ -343,22 +422,29 @@ class Trainer:
                 st.elapsed_s = out["_elapsed"]
                 st.bad_total += out["skipped"]
                 st.bad_streak = st.bad_streak + 1 if out["skipped"] else 0
-                rec = {"kind": "train", "step": st.step, **{k: v for k, v in out.items() if not k.startswith("_")},
-                       "tokens": st.tokens, "elapsed_s": round(st.elapsed_s, 3),
-                       "tokens_per_s": self.tokens_per_step / max(time.monotonic() - t0, 1e-9),
-                       "bad_steps": st.bad_total}
+                rec = {
+                    "kind": "train",
+                    "step": st.step,
+                    **{k: v for k, v in out.items() if not k.startswith("_")},
+                    "tokens": st.tokens,
+                    "elapsed_s": round(st.elapsed_s, 3),
+                    "tokens_per_s": self.tokens_per_step / max(time.monotonic() - t0, 1e-9),
+                    "bad_steps": st.bad_total,
+                }
                 if st.step % cfg.log_every == 0 or out["skipped"]:
                     self.log.log(rec)
                 bar.total = out["_horizon"]
-                bar.set_postfix(loss=f"{rec['loss']:.4f}", lr=f"{rec['lr']:.2e}",
-                                tok_s=f"{rec['tokens_per_s']:,.0f}", refresh=False)
+                bar.set_postfix(
+                    loss=f"{rec['loss']:.4f}", lr=f"{rec['lr']:.2e}", tok_s=f"{rec['tokens_per_s']:,.0f}", refresh=False
+                )
                 bar.update(1)
                 if st.bad_streak >= cfg.max_bad_steps:
                     last = ckpt_io.latest_checkpoint(self.run_dir)
                     raise ClozeformerError(
                         f"{st.bad_streak} consecutive steps with a NaN/Inf loss or gradient (steps "
                         f"{st.step - st.bad_streak + 1}-{st.step}, none applied); stopping. Last good checkpoint: "
-                        f"{last or 'none'}. Try a lower --lr, more --warmup-steps or --precision fp32")
+                        f"{last or 'none'}. Try a lower --lr, more --warmup-steps or --precision fp32"
+                    )
                 if cfg.eval_every and st.step % cfg.eval_every == 0:
                     val = self._eval_and_log(micro[-1])
                 if out["_stop"]:
@@ -366,8 +452,11 @@ class Trainer:
                     break
                 # no periodic checkpoint in the middle of a NaN streak: keep the last good one newest;
                 # none on the last step either: the final save below labels it with the stop reason
-                if (st.bad_streak == 0 and not budget.done(st.step, st.tokens, st.elapsed_s)
-                        and ((cfg.save_every and st.step % cfg.save_every == 0) or out["_save"])):
+                if (
+                    st.bad_streak == 0
+                    and not budget.done(st.step, st.tokens, st.elapsed_s)
+                    and ((cfg.save_every and st.step % cfg.save_every == 0) or out["_save"])
+                ):
                     last_saved = self.save("periodic") or last_saved
             if stopped_by == "budget" and micro and val.get("step") != st.step:
                 val = self._eval_and_log(micro[-1])
@@ -378,14 +467,24 @@ class Trainer:
             self.log.close()
             for s, h in handlers.items():
                 signal.signal(s, h)
-        summary = {"step": st.step, "tokens": st.tokens, "elapsed_s": round(st.elapsed_s, 2),
-                   "stopped_by": stopped_by, "bad_steps": st.bad_total, "train": rec,
-                   "val": {k: v for k, v in val.items() if k not in ("kind", "step")},
-                   "checkpoint": str(last_saved or ckpt_io.latest_checkpoint(self.run_dir))}
+        summary = {
+            "step": st.step,
+            "tokens": st.tokens,
+            "elapsed_s": round(st.elapsed_s, 2),
+            "stopped_by": stopped_by,
+            "bad_steps": st.bad_total,
+            "train": rec,
+            "val": {k: v for k, v in val.items() if k not in ("kind", "step")},
+            "checkpoint": str(last_saved or ckpt_io.latest_checkpoint(self.run_dir)),
+        }
         if info.is_main:
-            print(f"done: {st.step:,} steps, {st.tokens:,} tokens, {st.elapsed_s / 60:.1f} min, stopped by "
-                  f"{stopped_by}; " + (f"val MLM loss {val['val_mlm_loss']:.4f}, acc {val['val_mlm_acc']:.4f}; "
-                                       if val else "") + f"checkpoint {summary['checkpoint']}", flush=True)
+            print(
+                f"done: {st.step:,} steps, {st.tokens:,} tokens, {st.elapsed_s / 60:.1f} min, stopped by "
+                f"{stopped_by}; "
+                + (f"val MLM loss {val['val_mlm_loss']:.4f}, acc {val['val_mlm_acc']:.4f}; " if val else "")
+                + f"checkpoint {summary['checkpoint']}",
+                flush=True,
+            )
         return summary
 
     def _eval_and_log(self, pad_batch) -> dict[str, Any]:
@@ -394,9 +493,12 @@ class Trainer:
             rec = {"kind": "eval", "step": self.state.step, **rec}
             self.log.log(rec)
             if self.info.is_main:
-                tqdm.write(f"step {self.state.step}: val MLM loss {rec['val_mlm_loss']:.4f}, "
-                           f"acc {rec['val_mlm_acc']:.4f}, ppl {rec['val_ppl']:.2f}"
-                           + (f", NSP acc {rec['val_nsp_acc']:.4f}" if "val_nsp_acc" in rec else ""), file=sys.stderr)
+                tqdm.write(
+                    f"step {self.state.step}: val MLM loss {rec['val_mlm_loss']:.4f}, "
+                    f"acc {rec['val_mlm_acc']:.4f}, ppl {rec['val_ppl']:.2f}"
+                    + (f", NSP acc {rec['val_nsp_acc']:.4f}" if "val_nsp_acc" in rec else ""),
+                    file=sys.stderr,
+                )
         return rec
 
 

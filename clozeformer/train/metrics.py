@@ -20,6 +20,7 @@ METRICS_FILE = "metrics.jsonl"
 def json_line(record: dict[str, Any]) -> str:
     """One strict-JSON line: a NaN or infinite number (a diverged loss) is written as null, never as
     the `NaN` / `Infinity` literals that other JSON readers reject."""
+
     def clean(v: Any) -> Any:
         if isinstance(v, float) and not math.isfinite(v):
             return None
@@ -28,6 +29,7 @@ def json_line(record: dict[str, Any]) -> str:
         if isinstance(v, (list, tuple)):
             return [clean(x) for x in v]
         return v
+
     return json.dumps(clean(record), allow_nan=False) + "\n"
 
 

@@ -24,8 +24,7 @@ from clozeformer.train.config import PretrainConfig
 
 def param_groups(model: nn.Module, weight_decay: float) -> list[dict]:
     """[decayed params, non-decayed params]; a tied weight is listed once (named_parameters dedups)."""
-    no_decay_ids = {id(p) for m in model.modules() if isinstance(m, nn.LayerNorm)
-                    for p in m.parameters(recurse=False)}
+    no_decay_ids = {id(p) for m in model.modules() if isinstance(m, nn.LayerNorm) for p in m.parameters(recurse=False)}
     decay, no_decay = [], []
     for name, p in model.named_parameters():
         if not p.requires_grad:
@@ -34,8 +33,7 @@ def param_groups(model: nn.Module, weight_decay: float) -> list[dict]:
             no_decay.append(p)
         else:
             decay.append(p)
-    return [{"params": decay, "weight_decay": weight_decay},
-            {"params": no_decay, "weight_decay": 0.0}]
+    return [{"params": decay, "weight_decay": weight_decay}, {"params": no_decay, "weight_decay": 0.0}]
 
 
 class Lamb(torch.optim.Optimizer):
@@ -51,12 +49,18 @@ class Lamb(torch.optim.Optimizer):
     defaults to the weight-decay exclusions); `build_optimizer` sets that.
     """
 
-    def __init__(self, params, lr: float = 1e-3, betas: tuple[float, float] = (0.9, 0.999),
-                 eps: float = 1e-6, weight_decay: float = 0.01, layer_adaptation: bool = True):
+    def __init__(
+        self,
+        params,
+        lr: float = 1e-3,
+        betas: tuple[float, float] = (0.9, 0.999),
+        eps: float = 1e-6,
+        weight_decay: float = 0.01,
+        layer_adaptation: bool = True,
+    ):
         if lr <= 0 or eps <= 0 or not (0 <= betas[0] < 1 and 0 <= betas[1] < 1):
             raise ValueError(f"invalid LAMB hyper-parameters lr={lr} betas={betas} eps={eps}")
-        super().__init__(params, dict(lr=lr, betas=betas, eps=eps, weight_decay=weight_decay,
-                                      layer_adaptation=layer_adaptation))
+        super().__init__(params, dict(lr=lr, betas=betas, eps=eps, weight_decay=weight_decay, layer_adaptation=layer_adaptation))
 
     @torch.no_grad()
     def step(self, closure=None):
@@ -80,7 +84,7 @@ class Lamb(torch.optim.Optimizer):
                 m, v = state["exp_avg"], state["exp_avg_sq"]
                 m.mul_(b1).add_(g, alpha=1 - b1)
                 v.mul_(b2).addcmul_(g, g, value=1 - b2)
-                update = (m / (1 - b1 ** t)) / ((v / (1 - b2 ** t)).sqrt() + group["eps"])
+                update = (m / (1 - b1**t)) / ((v / (1 - b2**t)).sqrt() + group["eps"])
                 if group["weight_decay"]:
                     update.add_(p, alpha=group["weight_decay"])
                 if group["layer_adaptation"]:
@@ -116,7 +120,7 @@ def build_optimizer(model: nn.Module, cfg: PretrainConfig, device_type: str = "c
 
 
 def optimizer_kernel(opt: torch.optim.Optimizer) -> str:
-    """"fused" / "foreach" / "for_loop" / "lamb": which implementation actually runs."""
+    """ "fused" / "foreach" / "for_loop" / "lamb": which implementation actually runs."""
     if isinstance(opt, Lamb):
         return "lamb"
     d = opt.defaults
@@ -124,6 +128,7 @@ def optimizer_kernel(opt: torch.optim.Optimizer) -> str:
 
 
 # ----------------------------------------------------------------------------- schedules
+
 
 @dataclass
 class Schedule:
@@ -182,6 +187,8 @@ class Budget:
         return min(candidates) if candidates else None
 
     def done(self, steps_done: int, tokens: int, elapsed_s: float) -> bool:
-        return ((self.max_steps is not None and steps_done >= self.max_steps)
-                or (self.max_tokens is not None and tokens >= self.max_tokens)
-                or (self.max_time_s is not None and elapsed_s >= self.max_time_s))
+        return (
+            (self.max_steps is not None and steps_done >= self.max_steps)
+            or (self.max_tokens is not None and tokens >= self.max_tokens)
+            or (self.max_time_s is not None and elapsed_s >= self.max_time_s)
+        )

@@ -33,8 +33,10 @@ class PlotConfig:
     out: str | None = field(default=None, metadata={"help": "where to write the PNGs (default RUN_DIR/plots)"})
     prefix: str = field(default="", metadata={"help": "file name prefix, e.g. pretrain-"})
     smooth: int = field(default=20, metadata={"help": "moving-average window over logged train steps"})
-    compare: list[str] = field(default_factory=list, metadata={
-        "help": "other run dirs: overlay validation loss/accuracy of all runs against wall-clock minutes"})
+    compare: list[str] = field(
+        default_factory=list,
+        metadata={"help": "other run dirs: overlay validation loss/accuracy of all runs against wall-clock minutes"},
+    )
 
     def __post_init__(self) -> None:
         if not self.run_dir:
@@ -72,8 +74,11 @@ def validation_by_minutes(run: Path) -> list[tuple[float, float, float]]:
         raise ClozeformerError(f"{run}: no such run directory")
     records = read_metrics(run)
     clock = {r["step"]: r["elapsed_s"] for r in records if r.get("kind") == "train" and "elapsed_s" in r}
-    pts = [(clock[r["step"]] / 60, r["val_mlm_loss"], r["val_mlm_acc"]) for r in records
-           if r.get("kind") == "eval" and r.get("step") in clock and "val_mlm_loss" in r]
+    pts = [
+        (clock[r["step"]] / 60, r["val_mlm_loss"], r["val_mlm_acc"])
+        for r in records
+        if r.get("kind") == "eval" and r.get("step") in clock and "val_mlm_loss" in r
+    ]
     if not pts:
         raise ClozeformerError(f"{run / METRICS_FILE}: no evaluations logged (pretrain with --eval-every N)")
     return pts
@@ -116,8 +121,12 @@ def plot_run(cfg: PlotConfig) -> list[Path]:
 
     panels = [  # file, title, y label, [(train key, val key, label)]
         ("loss", "loss", "cross-entropy", [("mlm_loss", "val_mlm_loss", "MLM"), ("nsp_loss", "val_nsp_loss", "NSP")]),
-        ("mlm_accuracy", "accuracy at masked positions", "accuracy",
-         [("mlm_acc", "val_mlm_acc", "MLM"), ("nsp_acc", "val_nsp_acc", "NSP")]),
+        (
+            "mlm_accuracy",
+            "accuracy at masked positions",
+            "accuracy",
+            [("mlm_acc", "val_mlm_acc", "MLM"), ("nsp_acc", "val_nsp_acc", "NSP")],
+        ),
         ("lr", "learning rate", "lr", [("lr", None, "lr")]),
         ("throughput", "throughput", "tokens / s", [("tokens_per_s", None, "tokens/s")]),
     ]
@@ -132,8 +141,12 @@ def plot_run(cfg: PlotConfig) -> list[Path]:
                 smooth = name not in ("lr",) and cfg.smooth > 1
                 if smooth:
                     ax.plot(x, y, color=color, alpha=0.25, linewidth=0.8)
-                ax.plot(x, moving_average(y, cfg.smooth) if smooth else y, color=color,
-                        label=f"train {label}" + (f" (avg {cfg.smooth})" if smooth else ""))
+                ax.plot(
+                    x,
+                    moving_average(y, cfg.smooth) if smooth else y,
+                    color=color,
+                    label=f"train {label}" + (f" (avg {cfg.smooth})" if smooth else ""),
+                )
             if vkey:
                 vx, vy = series(evals, vkey)
                 if vx is not None:

@@ -39,7 +39,7 @@ def cpu_flags() -> frozenset[str]:
 
 
 def cpu_bf16_kind() -> str | None:
-    """"amx" / "avx512_bf16" when the CPU has native bf16 instructions, else None."""
+    """ "amx" / "avx512_bf16" when the CPU has native bf16 instructions, else None."""
     flags = cpu_flags()
     if "amx_bf16" in flags:
         return "amx"
