@@ -80,8 +80,15 @@ def torchrun(data_dir: Path, out: Path, *extra: str) -> list[str]:
     ]
 
 
+#: gloo's known abort in a background thread at process exit (after destroy_process_group); seen
+#: rarely under load, always after the run has finished and written its final checkpoint
+GLOO_EXIT_ABORT = "terminate called without an active exception"
+
+
 def run(cmd: list[str]) -> subprocess.CompletedProcess:
     res = subprocess.run(cmd, env=env(), capture_output=True, text=True, timeout=300)
+    if res.returncode != 0 and GLOO_EXIT_ABORT in res.stderr + res.stdout and "\ndone: " in res.stdout:
+        return res  # the run completed; the callers check its metrics and checkpoints
     assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
     return res
 
