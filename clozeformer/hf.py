@@ -50,6 +50,7 @@ HEAD_KEY_MAP: dict[str, str] = {
     "mlm.bias": "cls.predictions.bias",
     "mlm.decoder.weight": "cls.predictions.decoder.weight",
     "nsp.": "cls.seq_relationship.",
+    "rtd.": "discriminator_predictions.",  # ELECTRA's replaced-token head
 }
 
 #   rotary models whose head reads the pooler (sequence classification, multiple choice): RoFormer
@@ -63,7 +64,7 @@ BACKBONE_PREFIX = {"bert": "bert.", "roformer": "roformer."}
 ROFORMER_SINUSOID_KEY = "encoder.embed_positions.weight"
 
 # parameters that belong to heads: may be initialised fresh when a checkpoint lacks them
-HEAD_PREFIXES = ("mlm.", "nsp.", "classifier.", "qa_outputs.", "pooler.")
+HEAD_PREFIXES = ("mlm.", "nsp.", "rtd.", "classifier.", "qa_outputs.", "pooler.")
 # HF keys that carry no weights of their own (buffers, tied copies)
 IGNORED_HF = re.compile(
     r"(^|\.)(position_ids|token_type_ids)$|^cls\.predictions\.decoder\.bias$"

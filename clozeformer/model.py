@@ -60,6 +60,16 @@ class MaskedLMOutput:
 
 
 @dataclass
+class ElectraOutput:
+    loss: torch.Tensor | None  # mlm_loss + rtd_weight * rtd_loss
+    logits: torch.Tensor  # the generator's (N, V) at labels != -100
+    mlm_loss: torch.Tensor  # the generator's masked-LM loss
+    rtd_loss: torch.Tensor  # the discriminator's mean binary cross-entropy over non-pad tokens
+    rtd_logits: torch.Tensor  # (B, T): > 0 means "replaced"
+    rtd_labels: torch.Tensor  # (B, T): 1 where the generator's sample differs from the original
+
+
+@dataclass
 class SequenceClassifierOutput:
     loss: torch.Tensor | None
     logits: torch.Tensor  # (B, K); (B, C) for multiple choice; (B, T, K) for token classification
@@ -459,6 +469,121 @@ class BertForMaskedLM(PreTrainedModel):
         out = self.bert(input_ids, attention_mask, token_type_ids)
         loss, logits = mlm_loss_and_logits(self.mlm, out.last_hidden_state, labels, self.sparse_mlm)
         return MaskedLMOutput(loss, logits, out.last_hidden_state)
+
+
+# ----------------------------------------------------------------------------- ELECTRA
+# Replaced-token detection (Clark et al. 2020). A small MLM generator fills the masked positions
+# with samples; the discriminator (the encoder you fine-tune) labels EVERY token original or
+# replaced, so every position teaches it, not only the 15% that are masked. Saved as the
+# discriminator's HF directory (BertModel / RoFormerModel + `discriminator_predictions.*`) with the
+# generator, an ordinary masked-LM directory, in `generator/`.
+
+
+def electra_generator_config(cfg: BertConfig, fraction: float = 0.25) -> BertConfig:
+    """The generator: the discriminator's depth at `fraction` of its width (ELECTRA: 1/4-1/2)."""
+    head_dim = cfg.hidden_size // cfg.num_attention_heads
+    hidden = max(16, round(cfg.hidden_size * fraction))
+    heads = max(1, hidden // head_dim)
+    while hidden % heads:
+        heads -= 1
+    return cfg.copy(hidden_size=hidden, num_attention_heads=heads, intermediate_size=4 * hidden)
+
+
+class RTDHead(nn.Module):
+    """dense -> act -> one logit per token (HF ElectraDiscriminatorPredictions)."""
+
+    def __init__(self, cfg: BertConfig):
+        super().__init__()
+        self.dense = nn.Linear(cfg.hidden_size, cfg.hidden_size)
+        self.act = activation(cfg.hidden_act)
+        self.dense_prediction = nn.Linear(cfg.hidden_size, 1)
+
+    def forward(self, hidden: torch.Tensor) -> torch.Tensor:
+        return self.dense_prediction(self.act(self.dense(hidden))).squeeze(-1)  # (B, T, H) -> (B, T)
+
+
+class ElectraDiscriminator(PreTrainedModel):
+    """The encoder + replaced-token head; its directory loads as a plain backbone elsewhere."""
+
+    hf_architecture = "BertModel"
+
+    def __init__(self, config: BertConfig):
+        super().__init__(config)
+        self.bert = BertModel(config, add_pooling_layer=False)
+        self.rtd = RTDHead(config)
+        self.post_init()
+
+    def forward(self, input_ids, attention_mask=None, token_type_ids=None) -> torch.Tensor:
+        return self.rtd(self.bert(input_ids, attention_mask, token_type_ids).last_hidden_state)  # (B, T)
+
+
+class ElectraForPreTraining(nn.Module):
+    """Generator (masked LM) + discriminator, trained jointly: loss = mlm + rtd_weight * rtd."""
+
+    def __init__(
+        self,
+        config: BertConfig,
+        generator_config: BertConfig | None = None,
+        rtd_weight: float = 50.0,
+        *,
+        discriminator: ElectraDiscriminator | None = None,
+        generator: BertForMaskedLM | None = None,
+    ):
+        super().__init__()
+        self.config = config
+        self.rtd_weight = rtd_weight
+        self.discriminator = discriminator or ElectraDiscriminator(config)
+        self.generator = generator or BertForMaskedLM(generator_config or electra_generator_config(config))
+
+    @property
+    def bert(self) -> BertModel:
+        """The encoder that is fine-tuned (a property, not a second registration of the module)."""
+        return self.discriminator.bert
+
+    def tie_weights(self) -> None:
+        self.generator.tie_weights()
+
+    def num_parameters(self) -> int:
+        return sum(p.numel() for p in self.parameters())
+
+    def forward(self, input_ids, attention_mask=None, token_type_ids=None, labels=None) -> ElectraOutput:
+        if labels is None:
+            raise ValueError("ElectraForPreTraining needs MLM labels (the masked positions)")
+        gen = self.generator(input_ids, attention_mask, token_type_ids, labels=labels)
+        keep = labels != -100  # (B, T)
+        with torch.no_grad():  # sample the replacements; no gradient flows back through sampling
+            probs = F.softmax(gen.logits.detach().float(), dim=-1)  # (N, V)
+            sampled = torch.multinomial(probs, 1).squeeze(-1) if probs.shape[0] else labels[keep]
+            original = torch.where(keep, labels, input_ids)  # (B, T)
+            corrupted = original.clone()
+            corrupted[keep] = sampled
+            rtd_labels = (corrupted != original).float()  # (B, T)
+        rtd_logits = self.discriminator(corrupted, attention_mask, token_type_ids)  # (B, T)
+        weight = torch.ones_like(rtd_labels) if attention_mask is None else attention_mask.float()
+        per_token = F.binary_cross_entropy_with_logits(rtd_logits.float(), rtd_labels, reduction="none")
+        rtd_loss = (per_token * weight).sum() / weight.sum().clamp(min=1.0)
+        return ElectraOutput(gen.loss + self.rtd_weight * rtd_loss, gen.logits, gen.loss, rtd_loss, rtd_logits, rtd_labels)
+
+    @classmethod
+    def from_pretrained(cls, path, rtd_weight: float = 50.0, generator_fraction: float = 0.25, **overrides):
+        """The discriminator from `path`; the generator from `path/generator`, or fresh when absent
+        (continued pretraining of a BERT directory with replaced-token detection)."""
+        from pathlib import Path
+
+        disc = ElectraDiscriminator.from_pretrained(path, **overrides)
+        gen_dir = Path(path) / "generator"
+        if gen_dir.is_dir():
+            gen = BertForMaskedLM.from_pretrained(gen_dir, **overrides)
+        else:
+            gen = BertForMaskedLM(electra_generator_config(disc.config, generator_fraction))
+        return cls(disc.config, rtd_weight=rtd_weight, discriminator=disc, generator=gen)
+
+    def save_pretrained(self, directory) -> None:
+        """The discriminator's directory, with the generator's in `generator/`."""
+        from pathlib import Path
+
+        self.discriminator.save_pretrained(directory)
+        self.generator.save_pretrained(Path(directory) / "generator")
 
 
 def classification_loss(cfg: BertConfig, logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:

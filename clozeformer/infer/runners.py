@@ -60,9 +60,12 @@ def require_task(task: str, architecture: str, where: str) -> None:
         raise ClozeformerError(f"unknown task {task!r}; choose one of {', '.join(TASKS)}")
     if task not in tasks_for(architecture):
         need = " or ".join(TASK_HEADS[task])
+        hint = ""
+        if task == "fill-mask" and (Path(where) / "generator" / "config.json").is_file():
+            hint = f"; this is an ELECTRA encoder: its masked-LM generator is {Path(where) / 'generator'}"
         raise ClozeformerError(
             f"{where}: a {architecture} has no head for {task} (needs a {need} directory); "
-            f"it can do: {', '.join(tasks_for(architecture))}"
+            f"it can do: {', '.join(tasks_for(architecture))}{hint}"
         )
 
 

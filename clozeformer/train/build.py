@@ -6,19 +6,26 @@ from pathlib import Path
 
 from clozeformer.config import BertConfig
 from clozeformer.errors import ClozeformerError
-from clozeformer.model import BertForMaskedLM, BertForPreTraining
+from clozeformer.model import BertForMaskedLM, BertForPreTraining, ElectraForPreTraining, electra_generator_config
 from clozeformer.train.config import PretrainConfig
 
 
 def build_model(cfg: PretrainConfig, manifest: dict, data_dir: Path, ckpt: Path | None):
-    """BertForMaskedLM (objective mlm) or BertForPreTraining (mlm_nsp), from a checkpoint being
-    resumed, --init-from, --config or a preset; its vocabulary must be the data's."""
-    cls = BertForPreTraining if cfg.objective == "mlm_nsp" else BertForMaskedLM
+    """BertForMaskedLM (objective mlm), BertForPreTraining (mlm_nsp) or ElectraForPreTraining
+    (electra), from a checkpoint being resumed, --init-from, --config or a preset; its vocabulary
+    must be the data's. ELECTRA from --init-from: the encoder from that directory, the generator
+    from its generator/ (or fresh)."""
     over = {} if cfg.dropout is None else {"hidden_dropout_prob": cfg.dropout, "attention_probs_dropout_prob": cfg.dropout}
+    cls = BertForPreTraining if cfg.objective == "mlm_nsp" else BertForMaskedLM
     vocab, seq_len = manifest["vocab_size"], manifest["seq_len"]
     if ckpt is not None or cfg.init_from:
         source = Path(ckpt or cfg.init_from)
-        model = cls.from_pretrained(source, **over)
+        if cfg.objective == "electra":
+            model = ElectraForPreTraining.from_pretrained(
+                source, rtd_weight=cfg.rtd_weight, generator_fraction=cfg.generator_fraction, **over
+            )
+        else:
+            model = cls.from_pretrained(source, **over)
         theirs, ours = source / "vocab.txt", data_dir / "tokenizer" / "vocab.txt"
         if ckpt is None and theirs.is_file() and theirs.read_bytes() != ours.read_bytes():
             raise ClozeformerError(
@@ -38,7 +45,11 @@ def build_model(cfg: PretrainConfig, manifest: dict, data_dir: Path, ckpt: Path 
                 max_position_embeddings=max(512, seq_len),
                 position_embedding_type=cfg.position_embedding_type or "absolute",
             )
-        model = cls(config.copy(**over))
+        config = config.copy(**over)
+        if cfg.objective == "electra":
+            model = ElectraForPreTraining(config, electra_generator_config(config, cfg.generator_fraction), cfg.rtd_weight)
+        else:
+            model = cls(config)
     if ckpt is None and cfg.position_embedding_type and model.config.position_embedding_type != cfg.position_embedding_type:
         raise ClozeformerError(
             f"--position-embedding-type {cfg.position_embedding_type} does not match the "

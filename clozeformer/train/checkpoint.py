@@ -202,9 +202,11 @@ def save_checkpoint(
     target = Path(run_dir) / CHECKPOINTS / checkpoint_name(step)
     with atomic_dir(target) as tmp:
         write_model(tmp)
-        for f in sorted(tokenizer_dir.iterdir()):
-            if f.is_file():
-                shutil.copyfile(f, tmp / f.name)
+        # the tokenizer beside the weights, and beside a saved sub-model's (ELECTRA's generator/)
+        for d in [tmp, *(s for s in sorted(tmp.iterdir()) if (s / "config.json").is_file())]:
+            for f in sorted(tokenizer_dir.iterdir()):
+                if f.is_file():
+                    shutil.copyfile(f, d / f.name)
         _debug_pause(step)
         torch.save(optimizer_state, tmp / "optimizer.pt")
         for r, blob in enumerate(rng_blobs):

@@ -68,9 +68,19 @@ class PretrainConfig:
     dropout: float | None = field(
         default=None, metadata=_help("hidden and attention dropout; unset: the recipe's (0 for tiny/mini, else the config's)")
     )
-    objective: Literal["mlm", "mlm_nsp"] = field(
+    objective: Literal["mlm", "mlm_nsp", "electra"] = field(
         default="mlm",
-        metadata=_help("mlm (RoBERTa-style, saves BertForMaskedLM) or mlm_nsp (original BERT, needs NSP-prepared data)"),
+        metadata=_help(
+            "mlm (RoBERTa-style, saves BertForMaskedLM), mlm_nsp (original BERT, needs NSP-prepared data) or "
+            "electra (replaced-token detection: a small generator fills the masks, the encoder labels every "
+            "token original/replaced; saves the encoder, with the generator in generator/)"
+        ),
+    )
+    generator_fraction: float = field(
+        default=0.25, metadata=_help("electra: the generator's width as a fraction of the encoder's (same depth)")
+    )
+    rtd_weight: float = field(
+        default=50.0, metadata=_help("electra: weight of the replaced-token loss against the generator's MLM loss")
     )
     # ------------------------------------------------------------------ masking (applied by the loader)
     mlm_probability: float = field(default=0.15, metadata=_help("fraction of tokens to predict"))
@@ -196,6 +206,10 @@ class PretrainConfig:
                 f"--mask-token-prob {self.mask_token_prob} and --random-token-prob {self.random_token_prob} "
                 "must be in [0, 1] and sum to at most 1"
             )
+        if not 0.0 < self.generator_fraction <= 1.0:
+            raise bad(f"--generator-fraction must be in (0, 1], got {self.generator_fraction}")
+        if not self.rtd_weight > 0.0:
+            raise bad(f"--rtd-weight must be positive, got {self.rtd_weight}")
         if self.dropout is not None and not 0.0 <= self.dropout < 1.0:
             raise bad(f"--dropout must be in [0, 1), got {self.dropout}")
         if not 0.0 <= self.min_lr_ratio <= 1.0:

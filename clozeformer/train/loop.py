@@ -14,6 +14,7 @@ after the current step on SIGTERM/SIGINT (a second signal stops at once).
 
 from __future__ import annotations
 
+import functools
 import itertools
 import math
 import signal
@@ -31,6 +32,7 @@ from clozeformer import __version__
 from clozeformer.cliutil import config_dict, print_config, save_config
 from clozeformer.data.loader import MaskingConfig, PretrainLoader, read_manifest
 from clozeformer.errors import ClozeformerError
+from clozeformer.model import ElectraForPreTraining
 from clozeformer.train import checkpoint as ckpt_io
 from clozeformer.train import distributed
 from clozeformer.train.build import build_model
@@ -78,6 +80,7 @@ class Trainer:
         self.run_dir, self.data_dir = Path(cfg.out), Path(cfg.data)
         self.manifest = read_manifest(self.data_dir)
         self.nsp = cfg.objective == "mlm_nsp"
+        self.electra = cfg.objective == "electra"
         if self.nsp and self.manifest["mode"] != "nsp":
             raise ClozeformerError(
                 f"--objective mlm_nsp needs NSP data, but {self.data_dir / 'manifest.json'} "
@@ -208,14 +211,22 @@ class Trainer:
         self, micro: list[dict[str, torch.Tensor]], elapsed_s: float, sched: Schedule, budget: Budget, save_due: bool
     ) -> dict[str, Any]:
         cfg, info, dev = self.cfg, self.info, self.info.device
-        # masked tokens / NSP pairs of the whole global batch, counted before any forward pass
+        # masked tokens / NSP pairs / real tokens of the whole global batch, counted before any forward pass
         counts = torch.tensor(
-            [[float((b["labels"] != -100).sum()), float(b["next_sentence_label"].numel()) if self.nsp else 0.0] for b in micro],
+            [
+                [
+                    float((b["labels"] != -100).sum()),
+                    float(b["next_sentence_label"].numel()) if self.nsp else 0.0,
+                    float(b["attention_mask"].sum()) if self.electra else 0.0,
+                ]
+                for b in micro
+            ],
             dtype=torch.float64,
-        )  # (A, 2)
+        )  # (A, 3)
         totals = distributed.all_reduce(counts.sum(0), info)
-        n_mlm, n_nsp = max(totals[0].item(), 1.0), max(totals[1].item(), 1.0)
-        sums = torch.zeros(4, dtype=torch.float64, device=dev)  # mlm CE sum, mlm correct, nsp CE sum, nsp correct
+        n_mlm, n_nsp, n_tok = (max(t, 1.0) for t in totals.tolist())
+        # mlm CE sum, mlm correct, nsp CE sum, nsp correct, rtd BCE sum, rtd correct
+        sums = torch.zeros(6, dtype=torch.float64, device=dev)
         for i, cpu_batch in enumerate(micro):
             b = {k: v.to(dev, non_blocking=True) for k, v in cpu_batch.items()}
             n_i = counts[i, 0].item()
@@ -225,11 +236,13 @@ class Trainer:
             with distributed.grad_sync(self.model, self.raw, i == len(micro) - 1, cfg.fsdp), self.precision.autocast():
                 out = self.model(**inputs)
                 logits = out.prediction_logits if self.nsp else out.logits  # (N_i, V): masked rows only
-                mlm_mean = out.mlm_loss if self.nsp else out.loss
+                mlm_mean = out.mlm_loss if self.nsp or self.electra else out.loss
                 # n_i == 0: the mean is NaN; keep the head in the graph with a zero instead
                 loss = mlm_mean * (n_i / n_mlm) if n_i else logits.sum() * 0.0
                 if self.nsp:
                     loss = loss + out.nsp_loss * (counts[i, 1].item() / n_nsp)
+                if self.electra:  # the replaced-token loss is a mean over every real token
+                    loss = loss + self.raw.rtd_weight * out.rtd_loss * (counts[i, 2].item() / n_tok)
             loss = loss * info.world_size  # undo the gradient averaging over ranks
             (self.scaler.scale(loss) if self.scaler else loss).backward()
             with torch.no_grad():
@@ -239,6 +252,10 @@ class Trainer:
                 if self.nsp:
                     sums[2] += out.nsp_loss.detach().double() * counts[i, 1].item()
                     sums[3] += (out.seq_relationship_logits.argmax(-1) == b["next_sentence_label"].view(-1)).sum()
+                if self.electra:
+                    real = b["attention_mask"].bool()
+                    sums[4] += out.rtd_loss.detach().double() * counts[i, 2].item()
+                    sums[5] += ((out.rtd_logits > 0) == out.rtd_labels.bool())[real].sum()
         # one collective for the step's statistics and the decisions every rank must share
         flags = torch.tensor(
             [elapsed_s if info.is_main else 0.0, float(self.stop_signal > 0), float(save_due and info.is_main)],
@@ -247,13 +264,15 @@ class Trainer:
         )
         red = distributed.all_reduce(torch.cat([sums, flags]), info).cpu().tolist()
         loss_value = red[0] / n_mlm + (red[2] / n_nsp if self.nsp else 0.0)
+        if self.electra:
+            loss_value += self.raw.rtd_weight * red[4] / n_tok
         if self.scaler is not None:
             self.scaler.unscale_(self.opt)
         norm = torch.nn.utils.clip_grad_norm_(self.raw.parameters(), cfg.max_grad_norm or float("inf"))
         norm = float(norm.full_tensor() if hasattr(norm, "full_tensor") else norm)
         # with fp16 an overflowing gradient is routine: GradScaler skips that step and lowers the scale
         bad = not math.isfinite(loss_value) or (self.scaler is None and not math.isfinite(norm))
-        horizon = budget.horizon(self.state.step, red[4])
+        horizon = budget.horizon(self.state.step, red[6])
         lr = cfg.lr * sched.factor(self.state.step, horizon)
         if not bad:
             for group in self.opt.param_groups:
@@ -272,7 +291,9 @@ class Trainer:
         }
         if self.nsp:
             rec.update(nsp_loss=red[2] / n_nsp, nsp_acc=red[3] / n_nsp)
-        return {**rec, "_elapsed": red[4], "_stop": red[5] > 0, "_save": red[6] > 0, "_horizon": horizon}
+        if self.electra:
+            rec.update(rtd_loss=red[4] / n_tok, rtd_acc=red[5] / n_tok)
+        return {**rec, "_elapsed": red[6], "_stop": red[7] > 0, "_save": red[8] > 0, "_horizon": horizon}
 
     # ------------------------------------------------------------------ evaluation
     @torch.no_grad()
@@ -288,7 +309,8 @@ class Trainer:
                 batches = list(batches)
                 most = int(distributed.all_reduce(torch.tensor([float(len(batches))]), info, op="max").item())
                 batches += [None] * (most - len(batches))  # None: a forward on pad_batch, not scored
-            sums = torch.zeros(6, dtype=torch.float64)  # mlm CE, mlm n, mlm correct, nsp CE, nsp n, nsp correct
+            # mlm CE, mlm n, mlm correct, nsp CE, nsp n, nsp correct, rtd BCE, rtd n, rtd correct
+            sums = torch.zeros(9, dtype=torch.float64)
             for batch in batches:
                 b = {k: v.to(info.device) for k, v in (batch if batch is not None else pad_batch).items()}
                 with self.precision.autocast():
@@ -310,6 +332,11 @@ class Trainer:
                     sums[3] += torch.nn.functional.cross_entropy(out.seq_relationship_logits.float(), nsl, reduction="sum").item()
                     sums[4] += nsl.numel()
                     sums[5] += (out.seq_relationship_logits.argmax(-1) == nsl).sum().item()
+                if self.electra:  # the discriminator on the generator's samples
+                    real = b["attention_mask"].bool()
+                    sums[7] += float(real.sum())
+                    sums[6] += out.rtd_loss.item() * float(real.sum())
+                    sums[8] += ((out.rtd_logits > 0) == out.rtd_labels.bool())[real].sum().item()
             s = distributed.all_reduce(sums, info).tolist()
             self.raw.train()
         mlm_loss = s[0] / max(s[1], 1.0)
@@ -321,6 +348,8 @@ class Trainer:
         }
         if s[4]:
             rec.update(val_nsp_loss=s[3] / s[4], val_nsp_acc=s[5] / s[4])
+        if s[7]:
+            rec.update(val_rtd_loss=s[6] / s[7], val_rtd_acc=s[8] / s[7])
         return rec
 
     # ------------------------------------------------------------------ checkpoints
@@ -332,10 +361,15 @@ class Trainer:
             if self.cfg.fsdp or info.device.type != "cpu":
                 sd = ckpt_io.full_model_state(self.raw)  # collective under FSDP
                 config = self.raw.config
+                model_cls = self.model_cls
+                if self.electra:
+                    model_cls = functools.partial(
+                        ElectraForPreTraining, generator_config=self.raw.generator.config, rtd_weight=self.raw.rtd_weight
+                    )
 
                 def write_model(d: Path) -> None:
                     if info.is_main:
-                        ckpt_io.model_from_state_dict(self.model_cls, config, sd).save_pretrained(d)
+                        ckpt_io.model_from_state_dict(model_cls, config, sd).save_pretrained(d)
             else:
                 write_model = self.raw.save_pretrained
             osd = ckpt_io.full_optimizer_state(self.raw, self.opt)
@@ -496,7 +530,8 @@ class Trainer:
                 tqdm.write(
                     f"step {self.state.step}: val MLM loss {rec['val_mlm_loss']:.4f}, "
                     f"acc {rec['val_mlm_acc']:.4f}, ppl {rec['val_ppl']:.2f}"
-                    + (f", NSP acc {rec['val_nsp_acc']:.4f}" if "val_nsp_acc" in rec else ""),
+                    + (f", NSP acc {rec['val_nsp_acc']:.4f}" if "val_nsp_acc" in rec else "")
+                    + (f", replaced-token acc {rec['val_rtd_acc']:.4f}" if "val_rtd_acc" in rec else ""),
                     file=sys.stderr,
                 )
         return rec
