@@ -479,14 +479,20 @@ class BertForMaskedLM(PreTrainedModel):
 # generator, an ordinary masked-LM directory, in `generator/`.
 
 
-def electra_generator_config(cfg: BertConfig, fraction: float = 0.25) -> BertConfig:
-    """The generator: the discriminator's depth at `fraction` of its width (ELECTRA: 1/4-1/2)."""
+def electra_generator_config(cfg: BertConfig, fraction: float = 0.25, layers: int | None = None) -> BertConfig:
+    """The generator: `fraction` of the discriminator's width (ELECTRA: 1/4-1/2) and `layers`
+    layers (default: the same depth). At full width the two share their embeddings."""
     head_dim = cfg.hidden_size // cfg.num_attention_heads
     hidden = max(16, round(cfg.hidden_size * fraction))
     heads = max(1, hidden // head_dim)
     while hidden % heads:
         heads -= 1
-    return cfg.copy(hidden_size=hidden, num_attention_heads=heads, intermediate_size=4 * hidden)
+    return cfg.copy(
+        hidden_size=hidden,
+        num_attention_heads=heads,
+        intermediate_size=4 * hidden,
+        num_hidden_layers=layers or cfg.num_hidden_layers,
+    )
 
 
 class RTDHead(nn.Module):
@@ -518,7 +524,13 @@ class ElectraDiscriminator(PreTrainedModel):
 
 
 class ElectraForPreTraining(nn.Module):
-    """Generator (masked LM) + discriminator, trained jointly: loss = mlm + rtd_weight * rtd."""
+    """Generator (masked LM) + discriminator, trained jointly: loss = mlm + rtd_weight * rtd.
+
+    A generator as wide as the discriminator shares its embedding module (word, token-type and
+    position tables, LayerNorm) and so its tied MLM decoder: the generator's softmax then updates
+    every token embedding the discriminator reads, which ELECTRA found to matter (Clark et al.,
+    section 3.2). Saved, each directory holds its own copy; loading re-ties them.
+    """
 
     def __init__(
         self,
@@ -534,13 +546,20 @@ class ElectraForPreTraining(nn.Module):
         self.rtd_weight = rtd_weight
         self.discriminator = discriminator or ElectraDiscriminator(config)
         self.generator = generator or BertForMaskedLM(generator_config or electra_generator_config(config))
+        self.tie_weights()
 
     @property
     def bert(self) -> BertModel:
         """The encoder that is fine-tuned (a property, not a second registration of the module)."""
         return self.discriminator.bert
 
+    @property
+    def shares_embeddings(self) -> bool:
+        return self.generator.config.hidden_size == self.config.hidden_size
+
     def tie_weights(self) -> None:
+        if self.shares_embeddings:
+            self.generator.bert.embeddings = self.discriminator.bert.embeddings
         self.generator.tie_weights()
 
     def num_parameters(self) -> int:
@@ -565,7 +584,9 @@ class ElectraForPreTraining(nn.Module):
         return ElectraOutput(gen.loss + self.rtd_weight * rtd_loss, gen.logits, gen.loss, rtd_loss, rtd_logits, rtd_labels)
 
     @classmethod
-    def from_pretrained(cls, path, rtd_weight: float = 50.0, generator_fraction: float = 0.25, **overrides):
+    def from_pretrained(
+        cls, path, rtd_weight: float = 50.0, generator_fraction: float = 0.25, generator_layers: int | None = None, **overrides
+    ):
         """The discriminator from `path`; the generator from `path/generator`, or fresh when absent
         (continued pretraining of a BERT directory with replaced-token detection)."""
         from pathlib import Path
@@ -575,7 +596,7 @@ class ElectraForPreTraining(nn.Module):
         if gen_dir.is_dir():
             gen = BertForMaskedLM.from_pretrained(gen_dir, **overrides)
         else:
-            gen = BertForMaskedLM(electra_generator_config(disc.config, generator_fraction))
+            gen = BertForMaskedLM(electra_generator_config(disc.config, generator_fraction, generator_layers))
         return cls(disc.config, rtd_weight=rtd_weight, discriminator=disc, generator=gen)
 
     def save_pretrained(self, directory) -> None:

@@ -184,17 +184,24 @@ def test_sigkill_under_torchrun_then_resume_is_exact(data_dir, runs, tmp_path):
     assert all(torch.equal(wa[k], wb[k]) for k in wa)
 
 
-@pytest.mark.parametrize("mode", ["ddp", "fsdp"])
-def test_electra_under_torchrun_saves_encoder_and_generator(data_dir, tmp_path, mode):
+@pytest.mark.parametrize("mode,fraction", [("ddp", "0.5"), ("fsdp", "0.5"), ("fsdp", "1")])
+def test_electra_under_torchrun_saves_encoder_and_generator(data_dir, tmp_path, mode, fraction):
     """Replaced-token detection samples per rank, so no bit-equality with 1 process: it trains,
-    evaluates and saves a checkpoint whose encoder and generator (gathered under FSDP) load back."""
+    evaluates and saves a checkpoint whose encoder and generator (gathered under FSDP, embeddings
+    shared at full width) load back."""
     from clozeformer.model import ElectraForPreTraining
 
     out = tmp_path / mode
-    extra = ["--objective", "electra", "--generator-fraction", "0.5"] + (["--fsdp"] if mode == "fsdp" else [])
-    run(torchrun(data_dir, out, *extra))
+    extra = ["--objective", "electra", "--generator-fraction", fraction, "--generator-layers", "1"]
+    run(torchrun(data_dir, out, *extra, *(["--fsdp"] if mode == "fsdp" else [])))
     evals = [r for r in read_metrics(out) if r["kind"] == "eval"]
     assert evals and all(0.0 <= r["val_rtd_acc"] <= 1.0 for r in evals)
-    model = ElectraForPreTraining.from_pretrained(out / "checkpoints" / f"step-{STEPS:06d}")
-    assert model.generator.config.hidden_size == model.config.hidden_size // 2
+    ckpt = out / "checkpoints" / f"step-{STEPS:06d}"
+    model = ElectraForPreTraining.from_pretrained(ckpt)
+    assert model.generator.config.hidden_size == int(model.config.hidden_size * float(fraction))
     assert model.discriminator.loading_info["new"] == []
+    gen = load_file(str(ckpt / "generator" / "model.safetensors"))
+    disc = load_file(str(ckpt / "model.safetensors"))
+    word = "embeddings.word_embeddings.weight"
+    shared = torch.equal(gen[f"roformer.{word}"], disc[f"roformer.{word}"])
+    assert shared == (fraction == "1")

@@ -22,7 +22,11 @@ def build_model(cfg: PretrainConfig, manifest: dict, data_dir: Path, ckpt: Path 
         source = Path(ckpt or cfg.init_from)
         if cfg.objective == "electra":
             model = ElectraForPreTraining.from_pretrained(
-                source, rtd_weight=cfg.rtd_weight, generator_fraction=cfg.generator_fraction, **over
+                source,
+                rtd_weight=cfg.rtd_weight,
+                generator_fraction=cfg.generator_fraction,
+                generator_layers=cfg.generator_layers,
+                **over,
             )
         else:
             model = cls.from_pretrained(source, **over)
@@ -47,7 +51,8 @@ def build_model(cfg: PretrainConfig, manifest: dict, data_dir: Path, ckpt: Path 
             )
         config = config.copy(**over)
         if cfg.objective == "electra":
-            model = ElectraForPreTraining(config, electra_generator_config(config, cfg.generator_fraction), cfg.rtd_weight)
+            gen = electra_generator_config(config, cfg.generator_fraction, cfg.generator_layers)
+            model = ElectraForPreTraining(config, gen, cfg.rtd_weight)
         else:
             model = cls(config)
     if ckpt is None and cfg.position_embedding_type and model.config.position_embedding_type != cfg.position_embedding_type:

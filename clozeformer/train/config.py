@@ -79,6 +79,12 @@ class PretrainConfig:
     generator_fraction: float = field(
         default=0.25, metadata=_help("electra: the generator's width as a fraction of the encoder's (same depth)")
     )
+    generator_layers: int | None = field(
+        default=None,
+        metadata=_help(
+            "electra: the generator's layers (unset: the encoder's); at --generator-fraction 1 the two share embeddings"
+        ),
+    )
     rtd_weight: float = field(
         default=50.0, metadata=_help("electra: weight of the replaced-token loss against the generator's MLM loss")
     )
@@ -208,6 +214,8 @@ class PretrainConfig:
             )
         if not 0.0 < self.generator_fraction <= 1.0:
             raise bad(f"--generator-fraction must be in (0, 1], got {self.generator_fraction}")
+        if self.generator_layers is not None and self.generator_layers < 1:
+            raise bad(f"--generator-layers must be >= 1, got {self.generator_layers}")
         if not self.rtd_weight > 0.0:
             raise bad(f"--rtd-weight must be positive, got {self.rtd_weight}")
         if self.dropout is not None and not 0.0 <= self.dropout < 1.0:

@@ -309,8 +309,8 @@ class Trainer:
                 batches = list(batches)
                 most = int(distributed.all_reduce(torch.tensor([float(len(batches))]), info, op="max").item())
                 batches += [None] * (most - len(batches))  # None: a forward on pad_batch, not scored
-            # mlm CE, mlm n, mlm correct, nsp CE, nsp n, nsp correct, rtd BCE, rtd n, rtd correct
-            sums = torch.zeros(9, dtype=torch.float64)
+            # mlm CE, mlm n, mlm correct, nsp CE, nsp n, nsp correct, rtd BCE, rtd n, rtd correct, replaced
+            sums = torch.zeros(10, dtype=torch.float64)
             for batch in batches:
                 b = {k: v.to(info.device) for k, v in (batch if batch is not None else pad_batch).items()}
                 with self.precision.autocast():
@@ -337,6 +337,7 @@ class Trainer:
                     sums[7] += float(real.sum())
                     sums[6] += out.rtd_loss.item() * float(real.sum())
                     sums[8] += ((out.rtd_logits > 0) == out.rtd_labels.bool())[real].sum().item()
+                    sums[9] += out.rtd_labels[real].sum().item()
             s = distributed.all_reduce(sums, info).tolist()
             self.raw.train()
         mlm_loss = s[0] / max(s[1], 1.0)
@@ -349,7 +350,8 @@ class Trainer:
         if s[4]:
             rec.update(val_nsp_loss=s[3] / s[4], val_nsp_acc=s[5] / s[4])
         if s[7]:
-            rec.update(val_rtd_loss=s[6] / s[7], val_rtd_acc=s[8] / s[7])
+            # val_rtd_replaced: the fraction replaced; 1 minus it is what "nothing replaced" scores
+            rec.update(val_rtd_loss=s[6] / s[7], val_rtd_acc=s[8] / s[7], val_rtd_replaced=s[9] / s[7])
         return rec
 
     # ------------------------------------------------------------------ checkpoints
