@@ -62,6 +62,8 @@ def test_quickstart_without_matplotlib_fails_before_any_work(tmp_path, monkeypat
 
 
 def test_quickstart_refuses_a_directory_it_did_not_write(tmp_path, capsys):
+    from clozeformer.cli import main as cli_main
+
     mine = tmp_path / "mine"
     mine.mkdir()
     (mine / "notes.txt").write_text("mine")
