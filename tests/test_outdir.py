@@ -125,7 +125,19 @@ def verbs(corpus: Path, out: Path) -> dict[str, list[str]]:
             "--out",
             str(out),
         ],
-        "tokenizer train": ["tokenizer", "train", "--input", text, "--vocab-size", "100", "--no-progress", "--out", str(out)],
+        "tokenizer train": [
+            "tokenizer",
+            "train",
+            "--input",
+            text,
+            "--vocab-size",
+            "100",
+            "--num-unused",
+            "0",
+            "--no-progress",
+            "--out",
+            str(out),
+        ],
         "demo": ["demo", "--vocab-size", "100", "--out", str(out)],
     }
 

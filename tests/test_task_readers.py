@@ -382,7 +382,7 @@ def test_csv_unbalanced_quote_is_an_error_not_a_quiet_skip(tmp_path):
     ok = tmp_path / "ok.csv"
     ok.write_text("\n".join(good[:3] + ['"a quoted, multi-line\ntext",1'] + good[3:]) + "\n", encoding="utf-8")
     rows = list(iter_csv(ok))
-    assert len(rows) == 200 and rows[3] == (4, ["a quoted, multi-line\ntext", "1"]) and rows[4][0] == 6
+    assert len(rows) == 201 and rows[3] == (4, ["a quoted, multi-line\ntext", "1"]) and rows[4][0] == 6
     bad = tmp_path / "bad.csv"
     lines = good[:30] + ['"an unterminated quote,1'] + good[30:]
     bad.write_text("\n".join(lines) + "\n", encoding="utf-8")
