@@ -10,11 +10,14 @@ import argparse
 import tempfile
 from pathlib import Path
 
+from clozeformer.io import check_output_dir, mark_owned
+
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--model", default="tiny", help="preset: tiny|mini|small|medium|base|large")
     parser.add_argument("--vocab-size", type=int, default=30522)
-    parser.add_argument("--out", default=None, help="where to save the model (default: a temp dir)")
+    parser.add_argument("--out", default=None, help="where to save the model, new or empty (default: a temp dir)")
+    parser.add_argument("--overwrite", action="store_true", help="replace a demo directory that clozeformer wrote before")
     parser.add_argument("--seed", type=int, default=0)
 
 
@@ -24,12 +27,15 @@ def main(args: argparse.Namespace) -> int:
     from clozeformer.config import BertConfig
     from clozeformer.model import BertForPreTraining
 
+    if args.out:
+        check_output_dir(args.out, args.overwrite)
     torch.manual_seed(args.seed)
     cfg = BertConfig.preset(args.model, vocab_size=args.vocab_size)
     model = BertForPreTraining(cfg).eval()
     print(f"built BertForPreTraining ({args.model}): {model.num_parameters() / 1e6:.2f}M parameters")
     out = Path(args.out) if args.out else Path(tempfile.mkdtemp(prefix="clozeformer-demo-"))
     model.save_pretrained(out)
+    mark_owned(out, "demo")
     print(f"saved {out}/config.json and {out}/model.safetensors")
 
     ids = torch.tensor([[2, 1996, 4937, 2938, 2006, 1996, 4, 1012, 3]]) % cfg.vocab_size

@@ -27,6 +27,7 @@ import torch
 
 from clozeformer.config import BertConfig
 from clozeformer.errors import ClozeformerError
+from clozeformer.io import check_complete
 
 log = logging.getLogger("clozeformer")
 
@@ -170,6 +171,7 @@ def load_pretrained(cls, path, config: BertConfig | None = None, strict_heads: b
         raise ClozeformerError(f"{directory}: no such model directory")
     if not directory.is_dir():
         raise ClozeformerError(f"{directory}: expected a model directory (config.json + weights)")
+    check_complete(directory)
     if config is None:
         if not (directory / "config.json").is_file():
             raise ClozeformerError(f"{directory}: no config.json (is this an HF-format BERT directory?)")

@@ -12,8 +12,10 @@ import contextlib
 import json
 import os
 import shutil
+import sys
 import tempfile
 from collections.abc import Iterator
+from glob import escape as glob_escape
 from pathlib import Path
 from typing import Any
 
@@ -75,19 +77,101 @@ def atomic_write_json(target: str | os.PathLike, obj: Any) -> None:
     atomic_write_text(target, json.dumps(obj, indent=2, ensure_ascii=False, sort_keys=False) + "\n")
 
 
+# ----------------------------------------------------------------------------- output directories
+# One rule for every verb that writes a directory (prepare, tokenizer train, finetune, embed
+# --build-index, demo): a missing or empty target is written; a non-empty one is refused unless
+# --overwrite, and --overwrite replaces only a directory that clozeformer wrote (it carries
+# OWNER_FILE, or, for directories written before OWNER_FILE existed, one of LEGACY_OWNER_FILES).
+
+#: written into every directory a verb creates: who wrote it, and whether it finished
+OWNER_FILE = ".clozeformer.json"
+LEGACY_OWNER_FILES = ("tokenizer_train_config.json", "finetune_config.json", "pretrain_config.json")
+
+
+def written_by_clozeformer(directory: str | os.PathLike) -> bool:
+    d = Path(directory)
+    if (d / OWNER_FILE).is_file() or any((d / name).is_file() for name in LEGACY_OWNER_FILES):
+        return True
+    manifest = d / "manifest.json"  # prepare's data dirs and embed's indexes of earlier versions
+    try:
+        return manifest.is_file() and "clozeformer" in manifest.read_text(encoding="utf-8", errors="replace")[:4096]
+    except OSError:
+        return False
+
+
+def check_output_dir(path: str | os.PathLike, overwrite: bool, flag: str = "--out") -> Path:
+    """The output directory of a verb, checked before any work is done (see the rule above)."""
+    out = Path(path)
+    if out.exists() and not out.is_dir():
+        raise ClozeformerError(f"{flag} {out}: exists and is not a directory")
+    try:
+        nonempty = out.is_dir() and any(out.iterdir())
+    except OSError as e:
+        raise ClozeformerError(f"{flag} {out}: cannot be read ({e.strerror or e})") from None
+    if nonempty:
+        if not overwrite:
+            raise ClozeformerError(
+                f"{flag} {out}: directory is not empty; choose a new directory, or pass --overwrite to replace "
+                "one that clozeformer wrote"
+            )
+        if not written_by_clozeformer(out):
+            raise ClozeformerError(
+                f"{flag} {out}: not written by clozeformer (no {OWNER_FILE}); --overwrite only replaces "
+                "directories clozeformer wrote, never other files: choose a new directory"
+            )
+    parent = out.resolve().parent
+    while not parent.exists():
+        parent = parent.parent
+    if not os.access(parent if not out.exists() else out, os.W_OK):
+        raise ClozeformerError(f"{flag} {out}: not writable (permission denied)")
+    return out
+
+
+def mark_owned(directory: str | os.PathLike, verb: str, complete: bool = True) -> None:
+    """Write OWNER_FILE: `complete` False while a verb that writes in place (finetune) is running."""
+    from clozeformer import __version__
+
+    atomic_write_json(
+        Path(directory) / OWNER_FILE, {"written_by": f"clozeformer {verb}", "version": __version__, "complete": complete}
+    )
+
+
+def check_complete(directory: str | os.PathLike) -> None:
+    """Refuse a directory whose writer never finished (killed mid-run): it is not a model."""
+    marker = Path(directory) / OWNER_FILE
+    if not marker.is_file():
+        return
+    try:
+        info = json.loads(marker.read_text(encoding="utf-8"))
+    except (OSError, ValueError, UnicodeDecodeError):
+        return  # a damaged marker says nothing about the weights beside it
+    if isinstance(info, dict) and info.get("complete") is False:
+        raise ClozeformerError(
+            f"{directory}: written by an unfinished `{info.get('written_by', 'clozeformer')}` run (it was stopped "
+            f"before it completed; see {marker}); rerun it with --overwrite"
+        )
+
+
 @contextlib.contextmanager
-def atomic_dir(target: str | os.PathLike) -> Iterator[Path]:
+def atomic_dir(target: str | os.PathLike, owner: str | None = None) -> Iterator[Path]:
     """Yield a temporary directory beside `target`; on success it replaces `target` whole.
 
     If `target` exists it is moved aside first and deleted only after the new directory is
     in place, so at every instant either the old or the new complete directory is visible
-    under its name (plus, at worst, a hidden leftover that the next call cleans up).
+    under its name. Hidden leftovers of an earlier call that was killed are removed first.
+    With `owner` (the verb), the new directory carries OWNER_FILE.
     """
     target = Path(target)
     target.parent.mkdir(parents=True, exist_ok=True)
+    for stale in [*target.parent.glob(f".{glob_escape(target.name)}.*.tmp"), target.parent / f".{target.name}.old"]:
+        if stale.is_dir():
+            shutil.rmtree(stale, ignore_errors=True)
+            print(f"note: removed {stale}, left by an earlier run that was interrupted", file=sys.stderr)
     tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent))
     try:
         yield tmp
+        if owner:
+            mark_owned(tmp, owner)
         os.chmod(tmp, 0o777 & ~_umask())  # mkdtemp makes 0700; give the usual directory mode
         for p in tmp.rglob("*"):
             if p.is_file():

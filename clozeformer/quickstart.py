@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import sys
 import time
 from dataclasses import dataclass, field
@@ -21,6 +22,7 @@ from typing import Any
 
 from clozeformer.cliutil import add_dataclass_args, dataclass_from_args, print_config, save_config
 from clozeformer.errors import ClozeformerError
+from clozeformer.io import check_output_dir, mark_owned
 
 #: cloze probes: (sentence, the word a reader expects); English from the bundled books and
 #: Wikipedia's register, Chinese from 西游记 and the issue's example.
@@ -41,7 +43,8 @@ def _help(text: str) -> dict:
 
 @dataclass
 class QuickstartConfig:
-    out: str = field(default="quickstart-run", metadata=_help("output directory (nothing is written elsewhere)"))
+    out: str = field(default="quickstart-run", metadata=_help("output directory, new or empty (nothing is written elsewhere)"))
+    overwrite: bool = field(default=False, metadata=_help("replace an earlier quickstart's --out"))
     minutes: float = field(default=6.0, metadata=_help("wall-clock minutes of MLM pretraining"))
     finetune_minutes: float = field(default=1.0, metadata=_help("wall-clock cap per fine-tuning run"))
     model: str = field(default="tiny", metadata=_help("model preset for pretraining and the scratch baseline"))
@@ -154,8 +157,11 @@ def run(cfg: QuickstartConfig) -> dict:
 
     if importlib.util.find_spec("matplotlib") is None:  # before minutes of work, not after
         raise ClozeformerError("the quickstart draws its report's plots with matplotlib: pip install 'clozeformer[plot]'")
-    out = Path(cfg.out).resolve()
+    out = check_output_dir(cfg.out, cfg.overwrite).resolve()
+    if out.is_dir() and any(out.iterdir()):  # an earlier quickstart's (check_output_dir verified it)
+        shutil.rmtree(out)
     out.mkdir(parents=True, exist_ok=True)
+    mark_owned(out, "quickstart")
     # keep every cache inside --out
     os.environ.setdefault("MPLCONFIGDIR", str(out / ".cache" / "matplotlib"))
     import torch

@@ -17,6 +17,7 @@ import pytest
 import torch
 
 from clozeformer.cli import main as cli_main
+from clozeformer.io import OWNER_FILE
 
 FILLER = "the a of and to in is was it on for with as at by this that from or".split()
 TAGS_WORDS = {"paris": "LOC", "london": "LOC", "alice": "PER", "bob": "PER"}
@@ -468,8 +469,15 @@ def test_max_time_and_caps(tmp_path):
     assert m["train_examples"] == 50 and m["eval_examples"] == {"dev": 10}
     assert m["stopped_early"] and m["steps"] == 1 and m["best"] is not None
     assert (out / "model.safetensors").is_file()
-    # the same --out again without --overwrite is refused
-    assert cli_main(["finetune", "--task", "sst2", "--data", str(data), "--tokenizer", str(vocab), "--out", str(out), *TINY]) == 2
+    assert json.loads((out / OWNER_FILE).read_text())["complete"] is True  # written last
+    # the same --out again without --overwrite is refused; a directory of the user's, even with it
+    again = ["finetune", "--task", "sst2", "--data", str(data), "--tokenizer", str(vocab), *TINY]
+    assert cli_main([*again, "--out", str(out)]) == 2
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    (mine / "notes.txt").write_text("mine")
+    assert cli_main([*again, "--out", str(mine), "--overwrite"]) == 2
+    assert [p.name for p in mine.iterdir()] == ["notes.txt"]
 
 
 def test_mnli_two_dev_sets_submissions_and_config_file(tmp_path):

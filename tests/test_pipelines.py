@@ -257,7 +257,12 @@ def test_index_build_save_load_search(dirs, tmp_path):
     corpus = ["good movie", "the cat sat on the mat", "john lives in paris", "我昨天去了商店", "a very bad film"]
     index = EmbeddingIndex.build(pipe, corpus, ids=[f"d{i}" for i in range(5)])
     index.save(tmp_path / "idx")
-    assert sorted(p.name for p in (tmp_path / "idx").iterdir()) == ["embeddings.npy", "index.json", "texts.jsonl"]
+    assert sorted(p.name for p in (tmp_path / "idx").iterdir()) == [
+        ".clozeformer.json",
+        "embeddings.npy",
+        "index.json",
+        "texts.jsonl",
+    ]
     loaded = EmbeddingIndex.load(tmp_path / "idx")
     assert loaded.texts == corpus and loaded.ids == [f"d{i}" for i in range(5)]
     hits = loaded.query(pipe, corpus, top_k=3)

@@ -59,3 +59,15 @@ def test_quickstart_without_matplotlib_fails_before_any_work(tmp_path, monkeypat
     assert cli_main(["quickstart", "--out", str(tmp_path / "qs")]) == 2
     assert "pip install 'clozeformer[plot]'" in capsys.readouterr().err
     assert not (tmp_path / "qs").exists()  # nothing was done
+
+
+def test_quickstart_refuses_a_directory_it_did_not_write(tmp_path, capsys):
+    from clozeformer.cli import main as cli_main
+
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    (mine / "notes.txt").write_text("mine")
+    for extra in ([], ["--overwrite"]):
+        assert cli_main(["quickstart", "--out", str(mine), *extra]) == 2
+        assert capsys.readouterr().err.count("error:") == 1
+    assert [p.name for p in mine.iterdir()] == ["notes.txt"]

@@ -373,3 +373,18 @@ def test_real_task_files(shared_data):
     for ex in cmrc:
         for a in ex.answers:
             assert a.start == -1 or ex.context[a.start : a.start + len(a.text)] == a.text
+
+
+def test_csv_unbalanced_quote_is_an_error_not_a_quiet_skip(tmp_path):
+    from clozeformer.tasks.common import iter_csv
+
+    good = ["text,label"] + [f"row {i},{i % 2}" for i in range(1, 200)]
+    ok = tmp_path / "ok.csv"
+    ok.write_text("\n".join(good[:3] + ['"a quoted, multi-line\ntext",1'] + good[3:]) + "\n", encoding="utf-8")
+    rows = list(iter_csv(ok))
+    assert len(rows) == 201 and rows[3] == (4, ["a quoted, multi-line\ntext", "1"]) and rows[4][0] == 6
+    bad = tmp_path / "bad.csv"
+    lines = good[:30] + ['"an unterminated quote,1'] + good[30:]
+    bad.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    with pytest.raises(ClozeformerError, match=r"bad\.csv:31: a quoted field opened on this line runs to line"):
+        list(iter_csv(bad))

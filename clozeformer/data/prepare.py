@@ -56,7 +56,8 @@ NSP_RANDOM_NEXT_PROB = 0.5
 class PrepareConfig:
     input: list[str] = field(default_factory=list, metadata={"help": "text files, directories or globs (gz ok)"})
     tokenizer: str = field(default="", metadata={"help": "tokenizer directory (vocab.txt [+ tokenizer_config.json])"})
-    out: str = field(default="", metadata={"help": "output DATA_DIR (replaced atomically)"})
+    out: str = field(default="", metadata={"help": "output DATA_DIR (written atomically; must be new or empty)"})
+    overwrite: bool = field(default=False, metadata={"help": "replace a DATA_DIR that clozeformer wrote before"})
     seq_len: int = field(default=128, metadata={"help": "tokens per sequence, [CLS] and [SEP]s included"})
     mode: Literal["packed", "nsp"] = field(
         default="packed", metadata={"help": "packed: RoBERTa FULL-SENTENCES; nsp: BERT sentence pairs with next-sentence labels"}
@@ -498,7 +499,7 @@ def prepare(cfg: PrepareConfig) -> dict:
     from tqdm import tqdm
 
     from clozeformer.cliutil import config_dict
-    from clozeformer.io import atomic_dir, atomic_write_json
+    from clozeformer.io import atomic_dir, atomic_write_json, check_output_dir
     from clozeformer.tokenizer import Tokenizer
 
     t0 = time.perf_counter()
@@ -506,16 +507,14 @@ def prepare(cfg: PrepareConfig) -> dict:
     reader = CorpusReader(
         cfg.input, cfg.format, min_doc_chars=cfg.min_doc_chars, dedupe=cfg.dedupe, max_doc_chars=cfg.max_doc_chars
     )
-    out = Path(cfg.out)
-    if out.exists() and not out.is_dir():
-        raise ClozeformerError(f"{out}: exists and is not a directory")
+    out = check_output_dir(cfg.out, cfg.overwrite)
     dtype = np.uint16 if tok.vocab_size <= 1 << 16 else np.uint32
     sp = tok.special_ids
     table = TokenTable.from_tokenizer(tok) if cfg.static_masking else None
     threshold = _val_threshold(cfg.val_fraction)
     nsp = cfg.mode == "nsp"
 
-    with atomic_dir(out) as tmp:
+    with atomic_dir(out, owner="prepare") as tmp:
         os.chmod(tmp, 0o755)  # mkdtemp makes it private; a data dir is meant to be shared
         tok.save(tmp / "tokenizer")
         writers, builders = {}, {}

@@ -20,6 +20,7 @@ from pathlib import Path
 from clozeformer.cliutil import add_dataclass_args, dataclass_from_args, load_config_file, print_config, save_config
 from clozeformer.data.readers import FORMATS, CorpusReader
 from clozeformer.errors import ClozeformerError
+from clozeformer.io import check_output_dir, mark_owned
 from clozeformer.tokenizer import Tokenizer
 
 BATCH_TEXTS = 1000
@@ -28,7 +29,8 @@ BATCH_TEXTS = 1000
 @dataclass
 class TokenizerTrainConfig:
     input: list[str] = field(default_factory=list, metadata={"help": "text files, directories or globs (gz ok)"})
-    out: str = field(default="", metadata={"help": "directory for vocab.txt + tokenizer_config.json"})
+    out: str = field(default="", metadata={"help": "directory for vocab.txt + tokenizer_config.json (new or empty)"})
+    overwrite: bool = field(default=False, metadata={"help": "replace a tokenizer directory that clozeformer wrote before"})
     vocab_size: int = field(default=30522, metadata={"help": "vocab size, special and [unused] tokens included"})
     cased: bool = field(default=False, metadata={"help": "keep case and accents (default: lowercase + strip accents)"})
     format: str = field(default="auto", metadata={"help": "input format", "choices": list(FORMATS)})
@@ -118,9 +120,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def main(args: argparse.Namespace) -> int:
     cfg = dataclass_from_args(TokenizerTrainConfig, args, load_config_file(args.config) if args.config else None)
     print_config(cfg)
+    check_output_dir(cfg.out, cfg.overwrite)  # before the (long) training
     tok, summary = train_tokenizer(cfg)
     out = tok.save(cfg.out)
     save_config(cfg, Path(out) / "tokenizer_train_config.json")
+    mark_owned(out, "tokenizer train")
     print(summary["reader_summary"], file=sys.stderr)
     if tok.vocab_size < cfg.vocab_size:
         print(f"note: the corpus supported only {tok.vocab_size:,} of the {cfg.vocab_size:,} requested tokens", file=sys.stderr)

@@ -24,6 +24,7 @@ from clozeformer.errors import ClozeformerError
 from clozeformer.infer import cli
 from clozeformer.infer.pipelines import Example, Pipeline, Window, check_text
 from clozeformer.infer.runners import Batch
+from clozeformer.io import check_output_dir
 
 Pooling = Literal["cls", "mean"]
 
@@ -85,8 +86,9 @@ class EmbedConfig(cli.PredictConfig):
     pooling: Pooling = field(default="cls", metadata={"help": "[CLS] vector or mean over tokens"})
     normalize: bool = field(default=True, metadata={"help": "L2-normalise each vector"})
     build_index: str | None = field(
-        default=None, metadata={"help": "write a search index to this directory instead of printing vectors"}
+        default=None, metadata={"help": "write a search index to this directory (new or empty) instead of printing vectors"}
     )
+    overwrite: bool = field(default=False, metadata={"help": "replace an index directory that clozeformer wrote before"})
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -116,6 +118,7 @@ def main(args: argparse.Namespace) -> int:
         )
     if not cfg.normalize:
         raise ClozeformerError("--build-index needs normalised vectors (cosine search); drop --no-normalize")
+    check_output_dir(cfg.build_index, cfg.overwrite, "--build-index")
     cli.show_config(cfg)
     records = cli.read_records(cfg, lambda obj, src: cli.require_field(obj, "text", src), lambda line, src: line)
     pipe = pipeline("embed", cfg.model, **cfg.pipeline_kwargs(), pooling=cfg.pooling)

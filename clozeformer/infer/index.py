@@ -76,7 +76,7 @@ class EmbeddingIndex:
         meta = dict(self.meta, count=len(self), dim=int(self.embeddings.shape[1]))
         if config is not None:
             meta["config"] = config
-        with atomic_dir(directory) as tmp:
+        with atomic_dir(directory, owner="embed --build-index") as tmp:
             np.save(tmp / "embeddings.npy", np.ascontiguousarray(self.embeddings, dtype=np.float32))
             with open(tmp / "texts.jsonl", "w", encoding="utf-8") as f:
                 for i, t in zip(self.ids, self.texts):

@@ -24,6 +24,7 @@ import torch
 from clozeformer.config import BertConfig
 from clozeformer.device import resolve_device
 from clozeformer.errors import ClozeformerError
+from clozeformer.io import check_complete
 
 #: task -> architectures that carry its head. "embed" uses the encoder of any of them.
 TASK_HEADS: dict[str, tuple[str, ...]] = {
@@ -75,6 +76,7 @@ def read_architecture(directory: Path) -> tuple[BertConfig, str]:
 
     if not directory.is_dir():
         raise ClozeformerError(f"{directory}: no such model directory")
+    check_complete(directory)
     config = BertConfig.from_pretrained(directory)
     archs = config.extra.get("architectures") or ["BertModel"]
     arch = archs[0] if isinstance(archs, list) and archs else archs

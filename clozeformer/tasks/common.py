@@ -190,16 +190,26 @@ def iter_csv(path: str | Path) -> Iterator[tuple[int, list[str]]]:
     """(first line number, fields) of a comma-separated file with standard `"` quoting.
 
     A quoted field may span lines, so each row reports the line it *starts* on.
+    A row that spans lines AND has another field count than the header is an unbalanced quote
+    swallowing the rows after it: an error naming the line it opens on, never a quiet skip.
     """
     reader = csv.reader(io.StringIO(read_text(path), newline=""))
-    start = 1
+    start, width = 1, None
     try:
         for row in reader:
+            end = reader.line_num
             if any(cell.strip() for cell in row):
+                if width is None:
+                    width = len(row)
+                elif end > start and len(row) != width:
+                    raise ClozeformerError(
+                        f"{path}:{start}: a quoted field opened on this line runs to line {end} (an unbalanced "
+                        f'`"`?): {len(row)} fields where the header has {width}; fix the quoting'
+                    )
                 yield start, row
-            start = reader.line_num + 1
+            start = end + 1
     except csv.Error as e:
-        raise ClozeformerError(f"{path}:{reader.line_num}: malformed CSV ({e})") from None
+        raise ClozeformerError(f"{path}:{start}: malformed CSV ({e})") from None
 
 
 def iter_jsonl(path: str | Path) -> Iterator[tuple[int, dict]]:

@@ -26,6 +26,7 @@ from clozeformer.cliutil import add_dataclass_args, dataclass_from_args, load_co
 from clozeformer.config import PRESETS, BertConfig
 from clozeformer.device import resolve_device
 from clozeformer.errors import ClozeformerError
+from clozeformer.io import check_output_dir, mark_owned
 from clozeformer.tasks import features as F
 from clozeformer.tasks.common import Problems
 from clozeformer.tasks.config import FinetuneConfig
@@ -143,19 +144,14 @@ def seed_everything(seed: int) -> None:
 
 
 def check_out(out: str | None, overwrite: bool) -> Path:
-    """The output directory, refused early if it holds files and --overwrite is not given.
+    """The output directory, checked early by the one rule of `io.check_output_dir`.
 
     It is created only once the data and the model have loaded, so a run that fails on a
     data error leaves nothing behind to --overwrite.
     """
     if not out:
         raise ClozeformerError("--out is required: the directory for the fine-tuned model")
-    path = Path(out)
-    if path.exists() and not path.is_dir():
-        raise ClozeformerError(f"{path}: exists and is not a directory")
-    if path.is_dir() and any(path.iterdir()) and not overwrite:
-        raise ClozeformerError(f"{path}: directory is not empty; pass --overwrite to write into it")
-    return path
+    return check_output_dir(out, overwrite)
 
 
 def finetune(cfg: FinetuneConfig) -> dict:
@@ -217,6 +213,7 @@ def finetune(cfg: FinetuneConfig) -> dict:
         model.config.extra["qa_version_2"] = version_2
     model.to(device)
     out.mkdir(parents=True, exist_ok=True)
+    mark_owned(out, "finetune", complete=False)  # a killed run leaves a directory no verb loads as a model
     save_config(cfg, out / "finetune_config.json")
     steps_per_epoch = F.num_batches(len(train_feats), cfg.batch_size)
     total_steps = max(1, math.ceil(cfg.epochs * steps_per_epoch))
@@ -338,6 +335,7 @@ def finetune(cfg: FinetuneConfig) -> dict:
         "labels": labels,
     }
     atomic_write_json(out / "metrics.json", result)
+    mark_owned(out, "finetune")  # last: the directory is a finished model from here on
     if best is not None:
         print(f"best {spec.main_metric} = {best['main']:.4f} at step {best['step']}; model saved to {out}")
     else:
