@@ -260,10 +260,10 @@ def clm_or_mlm_pretrain(cfg: ExperimentConfig, causal: bool, steps: int | None, 
     import torch.nn.functional as F
 
     from clozeformer.config import BertConfig
+    from clozeformer.core import Schedule, adamw, param_groups, set_lr
     from clozeformer.data.loader import MaskingConfig, PretrainLoader, read_manifest
     from clozeformer.model import BertForMaskedLM
     from clozeformer.train.config import recipe_for
-    from clozeformer.train.optim import Schedule, param_groups
 
     manifest = read_manifest(cfg.data)
     recipe = recipe_for(cfg.model, from_preset=True)  # the same defaults as `pretrain --model`
@@ -278,7 +278,7 @@ def clm_or_mlm_pretrain(cfg: ExperimentConfig, causal: bool, steps: int | None, 
             cfg.model, vocab_size=manifest["vocab_size"], position_embedding_type=recipe.position_embedding_type, **over
         )
     ).train()
-    opt = torch.optim.AdamW(param_groups(model, 0.01), lr=lr, eps=1e-6)
+    opt = adamw(param_groups(model, 0.01), lr)
     loader = PretrainLoader(cfg.data, "train", batch_size=cfg.batch_size, seed=0, masking=MaskingConfig())
     t0, losses, step = time.monotonic(), [], 0
     budget_s = cfg.budget_minutes * 60
@@ -289,8 +289,7 @@ def clm_or_mlm_pretrain(cfg: ExperimentConfig, causal: bool, steps: int | None, 
             break
         if steps is None and step >= 3:  # time budget -> step horizon from the measured pace
             horizon = max(step, math.ceil(step * budget_s / (time.monotonic() - t0)))
-        for g in opt.param_groups:
-            g["lr"] = lr * sched.factor(step, horizon)
+        set_lr(opt, lr * sched.factor(step, horizon))
         ids, mask, types, labels = (batch[k] for k in ("input_ids", "attention_mask", "token_type_ids", "labels"))
         if causal:
             orig = torch.where(labels != -100, labels, ids)
@@ -338,6 +337,7 @@ def finetune_pooled(cfg: ExperimentConfig, model_dir: Path, task: str, seed: int
     from torch import nn
 
     from clozeformer.config import BertConfig
+    from clozeformer.core import Schedule, adamw, param_groups, set_lr
     from clozeformer.model import BertModel
     from clozeformer.tasks.common import Problems
     from clozeformer.tasks.config import TaskDataConfig
@@ -383,11 +383,11 @@ def finetune_pooled(cfg: ExperimentConfig, model_dir: Path, task: str, seed: int
     H = backbone.config.hidden_size
     head = nn.Sequential(nn.Linear(H, H), nn.Tanh(), nn.Dropout(0.1), nn.Linear(H, len(labels)))
     params = list(backbone.parameters()) + list(head.parameters())
-    opt = torch.optim.AdamW(params, lr=cfg.finetune_lr, weight_decay=0.01, eps=1e-6)
+    opt = adamw(param_groups(nn.ModuleList([backbone, head]), 0.01), cfg.finetune_lr)
     tr, dv = encode(train), encode(dev)
     steps_per_epoch = math.ceil(len(train) / 32)
     total = max(1, int(cfg.finetune_epochs * steps_per_epoch))
-    warm = max(1, total // 10)
+    sched = Schedule("linear", warmup_steps=max(1, total // 10))
     step, t0 = 0, time.monotonic()
 
     def represent(x, tt, m):
@@ -398,9 +398,7 @@ def finetune_pooled(cfg: ExperimentConfig, model_dir: Path, task: str, seed: int
     backbone.train(), head.train()
     while step < total and time.monotonic() - t0 < cfg.finetune_minutes * 60:
         for x, tt, m, y in batches(tr, rng.permutation(len(tr[0])).tolist()):
-            lr = cfg.finetune_lr * min((step + 1) / warm, max(0.0, (total - step) / max(1, total - warm)))
-            for g in opt.param_groups:
-                g["lr"] = lr
+            set_lr(opt, cfg.finetune_lr * sched.factor(step, total))
             loss = F.cross_entropy(head(represent(x, tt, m)), y)
             opt.zero_grad(set_to_none=True)
             loss.backward()

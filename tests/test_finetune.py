@@ -638,3 +638,23 @@ def test_rotary_model_with_mean_pooling_and_dropout(tmp_path):
         )
         == 2
     )
+
+
+def test_nan_loss_stops_with_one_error_line_and_no_finished_model(tmp_path, capsys):
+    """The core's NaN guard in fine-tuning: non-finite steps are skipped, a streak of them is
+    one `error:` line (exit 2), and the directory is never marked a finished model."""
+    rng = random.Random(7)
+    vocab = write_vocab(tmp_path)
+    data = tmp_path / "d"
+    data.mkdir()
+    for split, n in (("train", 200), ("dev", 20)):
+        lines = ["sentence\tlabel"] + [f"{' '.join(sentence(rng))}\t{rng.randrange(2)}" for _ in range(n)]
+        (data / f"{split}.tsv").write_text("\n".join(lines) + "\n")
+    out = tmp_path / "out"
+    flags = [*TINY[:-6], "--threads", "1", "--lr", "1e30", "--warmup-ratio", "0"]
+    argv = ["finetune", "--task", "sst2", "--data", str(data), "--tokenizer", str(vocab), "--out", str(out), *flags]
+    assert cli_main(argv) == 2
+    cap = capsys.readouterr()
+    err = [line for line in cap.err.splitlines() if line.startswith("error:")]
+    assert len(err) == 1 and "consecutive steps with a NaN/Inf loss" in err[0], err
+    assert json.loads((out / OWNER_FILE).read_text())["complete"] is False

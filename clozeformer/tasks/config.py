@@ -108,8 +108,9 @@ class FinetuneConfig(TaskDataConfig):
     group_by_length: bool = field(default=True, metadata=_help("batch examples of similar length together"))
     save_best: bool = field(default=True, metadata=_help("keep the checkpoint with the best dev score (else the last one)"))
     overwrite: bool = field(default=False, metadata=_help("allow writing into a non-empty --out"))
-    precision: Literal["fp32", "bf16"] = field(
-        default="fp32", metadata=_help("bf16 autocast only where the device supports it natively (CUDA); fp32 on CPUs")
+    precision: Literal["auto", "fp32", "bf16", "fp16"] = field(
+        default="auto",
+        metadata=_help("autocast number format; auto: bf16 on GPUs and AMX CPUs, fp16 on older GPUs, else fp32 (as `pretrain`)"),
     )
     dropout: float | None = field(
         default=None,
