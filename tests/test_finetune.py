@@ -326,6 +326,24 @@ def test_question_answering_end_to_end(tmp_path, version):
     nbest = json.loads((tmp_path / "p" / "nbest_predictions_dev.json").read_text())
     assert abs(sum(e["probability"] for e in nbest["q1"]) - 1) < 1e-6
     assert (tmp_path / "p" / "null_odds_dev.json").is_file() == (version == "v2.0")
+    # serving decodes as evaluation scored: `qa` with no options takes the model's own window and
+    # decoding settings (config.json qa_*) and the one decoder (clozeformer.spans)
+    from clozeformer.infer.pipelines import pipeline
+
+    dev = json.loads((data / f"dev-{version}.json").read_text())["data"][0]["paragraphs"]
+    pipe = pipeline("qa", out, threads=1)
+    assert (pipe.max_length, pipe.doc_stride, pipe.max_question_length) == (24, 8, 8)
+    assert pipe.allow_no_answer == (version == "v2.0")
+    served = {p["qas"][0]["id"]: pipe({"question": p["qas"][0]["question"], "context": p["context"]}) for p in dev}
+    assert all(r["windows"] > 1 for r in served.values())
+    assert {qid: r["answer"] for qid, r in served.items()} == preds
+    best = {qid: entries[0] for qid, entries in nbest.items()}
+    for qid, r in served.items():
+        if r["answer"] == best[qid]["text"]:
+            assert r["score"] == pytest.approx(best[qid]["probability"], abs=1e-6)
+    first = dev[0]
+    code = cli_main(["qa", "--model", str(out), "--question", "what color ?", "--context", first["context"], "--threads", "1"])
+    assert code == 0
 
 
 def test_multiple_choice_swag_end_to_end(tmp_path):

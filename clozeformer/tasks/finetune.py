@@ -28,6 +28,7 @@ from clozeformer.device import resolve_device
 from clozeformer.errors import ClozeformerError
 from clozeformer.io import check_output_dir, mark_owned
 from clozeformer.precision import resolve_precision
+from clozeformer.spans import effective_stride
 from clozeformer.tasks import features as F
 from clozeformer.tasks.common import Problems
 from clozeformer.tasks.config import FinetuneConfig
@@ -190,8 +191,16 @@ def finetune(cfg: FinetuneConfig) -> dict:
         raise ClozeformerError(
             f"--max-seq-len {runner.max_len} exceeds the model's max_position_embeddings ({model.config.max_position_embeddings})"
         )
-    if spec.family == "qa":
-        model.config.extra["qa_version_2"] = version_2
+    if spec.family == "qa":  # how `qa` and `serve` window and decode this model: as evaluation does
+        model.config.extra.update(
+            qa_version_2=version_2,
+            qa_max_seq_len=runner.max_len,
+            qa_doc_stride=effective_stride(runner.max_len, cfg.max_query_len, cfg.doc_stride),
+            qa_max_query_len=cfg.max_query_len,
+            qa_max_answer_len=cfg.max_answer_len,
+            qa_n_best=cfg.n_best,
+            qa_null_threshold=cfg.null_threshold,
+        )
     model.to(device)
     out.mkdir(parents=True, exist_ok=True)
     mark_owned(out, "finetune", complete=False)  # a killed run leaves a directory no verb loads as a model
