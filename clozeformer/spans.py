@@ -1,5 +1,6 @@
-"""Span QA's window rule and answer decoder: the one path for `finetune`/`evaluate`/`predict`
-(clozeformer.tasks) and for the `qa` pipeline, verb and server (clozeformer.infer).
+"""Windows and decoders of span QA and token classification (NER): the one path for
+`finetune`/`evaluate`/`predict` (clozeformer.tasks) and for the `qa`/`ner` pipelines, verbs
+and server (clozeformer.infer).
 
 Windows. A context longer than the model's window is split into overlapping windows, each
 `[CLS] question [SEP] context-piece [SEP]`, by the tokenizer backend (`only_second` truncation
@@ -19,6 +20,13 @@ gets a probability (softmax over the entries' scores); a served answer's score i
 
 Fine-tuning stores the window and decoding settings in the model's config (`qa_*` keys), so
 `clozeformer qa` / `serve` decode a fine-tuned model exactly as `evaluate` scored it.
+
+Token classification. A text longer than the window is cut into overlapping windows sharing
+`stride` tokens (`token_stride`: by default a quarter of a window, at most 32), so no word
+goes unlabelled; each word is read in the window where it is whole and farthest from an edge
+(`max_context_pieces`, BERT's "max context" rule), and takes the label of its first piece
+(`first`, how CoNLL models are trained and scored) or the argmax of its pieces' mean
+probabilities (`average`): `word_predictions`.
 """
 
 from __future__ import annotations
@@ -136,3 +144,66 @@ def decode_question(
     if answer is None:
         return SpanAnswer("", 0, 0, 0.0, entries, null_odds)
     return SpanAnswer(answer["text"], answer["start"], answer["end"], answer["probability"], entries, null_odds)
+
+
+# ----------------------------------------------------------------------------- token classification
+
+
+def token_stride(max_len: int, stride: int | None = None) -> int:
+    """Tokens shared by consecutive windows of a long text: checked, or the default (a quarter
+    of a window's text tokens, at most 32)."""
+    text_tokens = max_len - 2  # [CLS] ... [SEP]
+    if stride is None:
+        return min(32, text_tokens // 4)
+    if not 0 <= stride <= text_tokens // 2:
+        raise ClozeformerError(
+            f"stride={stride}: must be between 0 and half a window's text tokens ({text_tokens // 2} for max_length {max_len})"
+        )
+    return stride
+
+
+def max_context_pieces(windows: Sequence[Sequence[int | None]]) -> dict[int, tuple[int, list[int]]]:
+    """word -> (window, the word's token indices there), from each window's word ids.
+
+    A word at a window's edge may be cut (its other pieces in the neighbouring window), so the
+    chosen window is one where the word has all its pieces (the most any window has), and among
+    those the one with the most tokens between the word and the nearer edge of the window's text.
+    """
+    seen: dict[int, list[tuple[int, int, list[int]]]] = {}  # word -> [(window, context, tokens)]
+    for w, word_ids in enumerate(windows):
+        real = [t for t, word in enumerate(word_ids) if word is not None]
+        if not real:
+            continue
+        pieces: dict[int, list[int]] = {}
+        for t in real:
+            pieces.setdefault(word_ids[t], []).append(t)
+        for word, tokens in pieces.items():
+            seen.setdefault(word, []).append((w, min(tokens[0] - real[0], real[-1] - tokens[-1]), tokens))
+    best = {}
+    for word, options in seen.items():
+        most = max(len(tokens) for _, _, tokens in options)
+        w, _, tokens = max((o for o in options if len(o[2]) == most), key=lambda o: o[1])
+        best[word] = (w, tokens)
+    return best
+
+
+def word_predictions(
+    windows: Sequence[Sequence[int | None]], probs: Sequence[np.ndarray], aggregation: str = "first"
+) -> list[tuple[int, int, float, int, list[int]]]:
+    """(word, label index, probability, window, token indices) per word, in word order.
+
+    windows: each window's word ids (None for special tokens); probs: each window's (T, K)
+    label probabilities. Words that tokenized to nothing are absent."""
+    out = []
+    for word, (w, tokens) in sorted(max_context_pieces(windows).items()):
+        p = probs[w][tokens[0]] if aggregation == "first" else probs[w][tokens].mean(0)
+        k = int(np.argmax(p))
+        out.append((word, k, float(p[k]), w, tokens))
+    return out
+
+
+def softmax(logits: np.ndarray) -> np.ndarray:
+    """Softmax over the last axis, in float64 (stable)."""
+    z = np.asarray(logits, dtype=np.float64)
+    z = np.exp(z - z.max(-1, keepdims=True))
+    return z / z.sum(-1, keepdims=True)

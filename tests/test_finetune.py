@@ -235,6 +235,22 @@ def test_token_classification_end_to_end(tmp_path):
     run(["predict", "--model", str(out), "--data", str(data), "--out", str(tmp_path / "p"), "--threads", "1"])
     got = (tmp_path / "p" / "predictions_test.txt").read_text().split("\n")
     assert got[:5] == ["alice B-PER", "was O", "in O", "paris B-LOC", ""]
+    # a sentence three windows long (max_seq_len 32): predict reads it in the `ner` pipeline's
+    # windows and labels every word (no truncation to O), the same labels as the pipeline
+    from clozeformer.infer.pipelines import pipeline
+
+    long_words = [w for _ in range(8) for w in ("alice", "met", "bob", "in", "london", "and", "paris", "the")]
+    (data / "test.txt").write_text("\n".join(long_words) + "\n")
+    run(["predict", "--model", str(out), "--data", str(data), "--out", str(tmp_path / "p2"), "--threads", "1"])
+    tags = [line.split()[1] for line in (tmp_path / "p2" / "predictions_test.txt").read_text().split("\n") if line]
+    assert len(tags) == len(long_words)
+    want = {"alice": "B-PER", "bob": "B-PER", "london": "B-LOC", "paris": "B-LOC"}
+    assert tags == [want.get(w, "O") for w in long_words]  # the last words too
+    pipe = pipeline("ner", out, threads=1)
+    assert pipe.max_length == 32  # the windows evaluation used
+    res = pipe(" ".join(long_words))
+    assert res["windows"] > 2
+    assert [(e["type"], e["text"]) for e in res["entities"]] == [(want[w][2:], w) for w in long_words if w in want]
 
 
 def _qa_article(rng: random.Random, n: int, impossible_every: int = 0) -> list[dict]:

@@ -23,7 +23,7 @@ from clozeformer.cli import main as cli_main
 from clozeformer.config import BertConfig
 from clozeformer.errors import ClozeformerError
 from clozeformer.infer.index import EmbeddingIndex
-from clozeformer.infer.ner import group_entities, max_context_pieces
+from clozeformer.infer.ner import group_entities
 from clozeformer.infer.pipelines import InputError, pipeline
 from clozeformer.model import (
     BertForMaskedLM,
@@ -33,6 +33,7 @@ from clozeformer.model import (
     BertForTokenClassification,
     BertModel,
 )
+from clozeformer.spans import max_context_pieces
 from clozeformer.tokenizer import Tokenizer
 
 FIXTURES = Path(__file__).parent / "fixtures"

@@ -191,6 +191,8 @@ def finetune(cfg: FinetuneConfig) -> dict:
         raise ClozeformerError(
             f"--max-seq-len {runner.max_len} exceeds the model's max_position_embeddings ({model.config.max_position_embeddings})"
         )
+    if spec.family == "token":  # the `ner` pipeline's windows: those evaluation reads with
+        model.config.extra["ner_max_seq_len"] = runner.max_len
     if spec.family == "qa":  # how `qa` and `serve` window and decode this model: as evaluation does
         model.config.extra.update(
             qa_version_2=version_2,
