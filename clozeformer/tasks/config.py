@@ -116,11 +116,12 @@ class FinetuneConfig(TaskDataConfig):
         default=None,
         metadata=_help("hidden and attention dropout while fine-tuning (saved in the model's config); unset: the model's own"),
     )
-    pooling: Literal["cls", "mean"] | None = field(
+    pooling: Literal["cls", "mean", "last"] | None = field(
         default=None,
         metadata=_help(
-            "sentence vector of classification/regression/multiple-choice heads: cls (BERT) or mean of the tokens "
-            "(clozeformer-only: transformers' heads read [CLS]); unset: the model's own (cls)"
+            "sentence vector of classification/regression/multiple-choice heads: cls (BERT), mean of the tokens or "
+            "last token (clozeformer-only: transformers' heads read [CLS]); unset: the model's own (cls; last for "
+            "a left-to-right model from `pretrain --objective clm`)"
         ),
     )
 

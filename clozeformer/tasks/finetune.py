@@ -96,6 +96,10 @@ def build_model(spec: TaskSpec, cfg: FinetuneConfig, tokenizer, labels: list[str
         overrides.update(hidden_dropout_prob=cfg.dropout, attention_probs_dropout_prob=cfg.dropout)
     if cfg.pooling is not None:
         overrides["classifier_pooling"] = cfg.pooling
+    elif not is_preset(cfg.model):
+        own = BertConfig.from_pretrained(cfg.model)
+        if own.is_decoder and own.classifier_pooling == "cls":
+            overrides["classifier_pooling"] = "last"  # left to right, [CLS] has seen only itself
     torch.manual_seed(cfg.seed)  # the new head (or the whole model) is initialised from the seed
     if is_preset(cfg.model):
         config = BertConfig.preset(cfg.model, vocab_size=tokenizer.vocab_size, pad_token_id=tokenizer.pad_token_id, **overrides)

@@ -82,6 +82,7 @@ class Trainer:
         self.manifest = read_manifest(self.data_dir)
         self.nsp = cfg.objective == "mlm_nsp"
         self.electra = cfg.objective == "electra"
+        self.causal = cfg.objective == "clm"  # next-token labels instead of masking
         if self.nsp and self.manifest["mode"] != "nsp":
             raise ClozeformerError(
                 f"--objective mlm_nsp needs NSP data, but {self.data_dir / 'manifest.json'} "
@@ -136,6 +137,7 @@ class Trainer:
             masking=self.masking,
             shuffle=split == "train",
             drop_last=split == "train",
+            causal=self.causal,
         )
 
     def _find_checkpoint(self) -> Path | None:
