@@ -18,6 +18,7 @@ _LAZY = {
     "BertModel": "clozeformer.model",
     "BertForPreTraining": "clozeformer.model",
     "BertForMaskedLM": "clozeformer.model",
+    "BertLMHeadModel": "clozeformer.model",
     "BertForSequenceClassification": "clozeformer.model",
     "BertForTokenClassification": "clozeformer.model",
     "BertForQuestionAnswering": "clozeformer.model",

@@ -56,6 +56,9 @@ class BertConfig:
     # What the pooler reads: "cls" (BERT, transformers) or "mean" of the real tokens (clozeformer's
     # option, as ModernBERT's; transformers' BERT/RoFormer heads ignore it and read [CLS])
     classifier_pooling: str = "cls"
+    # Left-to-right attention (token t sees tokens <= t): a causal LM (`pretrain --objective clm`,
+    # the MLM-vs-CLM baseline) and the models fine-tuned from one. HF BertConfig's flag.
+    is_decoder: bool = False
     # Task heads (HF names). id2label keys are ints here, strings in config.json.
     num_labels: int = 2
     id2label: dict[int, str] | None = None
@@ -92,6 +95,8 @@ class BertConfig:
                 raise bad(f.name, "a number")
             if tp.startswith("str") and not isinstance(v, str):
                 raise bad(f.name, "a string")
+            if tp.startswith("bool") and not isinstance(v, bool):
+                raise bad(f.name, "true or false")
         for name in ("id2label", "label2id"):
             m = getattr(self, name)
             if m is not None and not isinstance(m, dict):
@@ -143,8 +148,8 @@ class BertConfig:
             raise bad(f"rotary positions need an even head size, got {self.head_dim}")
         if not 0 <= self.pad_token_id < self.vocab_size:
             raise bad(f"pad_token_id {self.pad_token_id} is outside the vocabulary (size {self.vocab_size})")
-        if self.classifier_pooling not in ("cls", "mean"):
-            raise bad(f"classifier_pooling must be 'cls' or 'mean', got {self.classifier_pooling!r}")
+        if self.classifier_pooling not in ("cls", "mean", "last"):
+            raise bad(f"classifier_pooling must be 'cls', 'mean' or 'last', got {self.classifier_pooling!r}")
         if self.num_labels < 1:
             raise bad(f"num_labels must be >= 1, got {self.num_labels}")
         if self.problem_type not in (None, "regression", "single_label_classification", "multi_label_classification"):
@@ -165,6 +170,8 @@ class BertConfig:
 
     def hf_architecture(self, name: str) -> str:
         """Our class name ("BertForMaskedLM") as transformers names it for this config ("RoFormerForMaskedLM")."""
+        if self.rotary and name == "BertLMHeadModel":
+            return "RoFormerForCausalLM"
         return "RoFormer" + name[len("Bert") :] if self.rotary and name.startswith("Bert") else name
 
     # ------------------------------------------------------------------ presets
@@ -202,6 +209,8 @@ class BertConfig:
                 d.pop(key, None)
         if d.get("classifier_pooling") == "cls":  # the default: keep HF's config.json as HF writes it
             d.pop("classifier_pooling")
+        if not d.get("is_decoder"):
+            d.pop("is_decoder", None)
         if self.rotary:  # RoFormerConfig's spelling: no position_embedding_type, explicit rotary fields
             d.pop("position_embedding_type")
             d.update(embedding_size=self.hidden_size, rotary_value=False)
@@ -224,7 +233,11 @@ class BertConfig:
             d["position_embedding_type"] = "rotary"
             if isinstance(d.get("architectures"), list):  # our class names are BERT's
                 d["architectures"] = [
-                    "Bert" + a[len("RoFormer") :] if isinstance(a, str) and a.startswith("RoFormer") else a
+                    "BertLMHeadModel"
+                    if a == "RoFormerForCausalLM"
+                    else "Bert" + a[len("RoFormer") :]
+                    if isinstance(a, str) and a.startswith("RoFormer")
+                    else a
                     for a in d["architectures"]
                 ]
         elif d.get("position_embedding_type", "absolute") != "absolute":

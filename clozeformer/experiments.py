@@ -1,10 +1,14 @@
 """`clozeformer experiment NAME`: one-command tests of BERT's claims, measured, whatever they show.
 
     pretrain-vs-scratch  the same fine-tuning recipe from a pretrained and from a random model
-    mlm-vs-clm           the same backbone and token budget trained bidirectionally (masked LM)
-                         and left-to-right (causal mask, next-token loss), then identical
-                         fine-tuning (MLM: classify from [CLS]; CLM: from the last real token)
+    mlm-vs-clm           the same backbone and compute (minutes, or steps) pretrained
+                         bidirectionally (`pretrain --objective mlm`) and left-to-right
+                         (`--objective clm`), then identical `finetune` runs (the pooling
+                         asked; by default [CLS] for MLM and the last real token for CLM)
     nsp-ablation         MLM + NSP vs MLM only, equal steps, on the same NSP-prepared data
+
+Experiments orchestrate: every arm is the library's `pretrain` and `finetune` (resume, budgets,
+metrics and speed included); this module only chooses the arms and writes the report.
 
 Every variant is fine-tuned on each task with K seeds; the table reports mean +- std of the
 task's main dev metric. Pretraining runs once per variant (seed 0): the seeds measure fine-tuning
@@ -16,7 +20,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import statistics
 import time
 from collections.abc import Callable
@@ -83,7 +86,10 @@ class ExperimentConfig:
     )
     finetune_pooling: str | None = field(
         default=None,
-        metadata=_help("sentence vector while fine-tuning (`finetune --pooling`: cls or mean); unset: the model's own (cls)"),
+        metadata=_help(
+            "sentence vector while fine-tuning (`finetune --pooling`: cls, mean or last); unset: the model's own "
+            "(cls; last for the left-to-right arm)"
+        ),
     )
     finetune_epochs: float = field(default=3.0, metadata=_help("fine-tuning epochs (the time cap may stop earlier)"))
     max_train_examples: int | None = field(default=4000, metadata=_help("cap on fine-tuning examples per task"))
@@ -107,8 +113,8 @@ class ExperimentConfig:
             raise ClozeformerError("--seeds, --budget-minutes, --finetune-minutes and --jobs must be positive")
         if self.budget_steps is not None and self.budget_steps < 1:
             raise ClozeformerError(f"--budget-steps {self.budget_steps}: must be a positive number of steps")
-        if self.finetune_pooling not in (None, "cls", "mean"):
-            raise ClozeformerError(f"--finetune-pooling {self.finetune_pooling!r}: choose cls or mean")
+        if self.finetune_pooling not in (None, "cls", "mean", "last"):
+            raise ClozeformerError(f"--finetune-pooling {self.finetune_pooling!r}: choose cls, mean or last")
         if self.jobs > 1 and not self.threads:
             self.threads = 1
 
@@ -210,11 +216,9 @@ def run_pretraining(cfg: ExperimentConfig, out: Path, objective: str, max_steps:
 
 
 def reused_pretraining(model_dir: Path) -> dict:
-    """What is known of a model dir given with --pretrained: the MLM/CLM loop's pretraining.json,
-    or a `clozeformer pretrain` checkpoint's step count, time and its run's last validation."""
+    """What is known of a model dir given with --pretrained: a `clozeformer pretrain` checkpoint's
+    step count, time and its run's last validation."""
     info: dict = {"dir": str(model_dir), "note": "given with --pretrained"}
-    if (model_dir / "pretraining.json").is_file():
-        return {**json.loads((model_dir / "pretraining.json").read_text(encoding="utf-8")), **info}
     if (model_dir / "trainer_state.json").is_file():
         state = json.loads((model_dir / "trainer_state.json").read_text(encoding="utf-8"))
         info.update(steps=state.get("step"), seconds=state.get("elapsed_s"))
@@ -243,179 +247,6 @@ def pretraining_entry(model_dir: Path, summary: dict) -> dict:
 
 def mean_std(xs: list[float]) -> tuple[float, float]:
     return statistics.fmean(xs), (statistics.stdev(xs) if len(xs) > 1 else 0.0)
-
-
-# ----------------------------------------------------------------------------- MLM vs CLM
-
-
-def clm_or_mlm_pretrain(cfg: ExperimentConfig, causal: bool, steps: int | None, out: Path) -> dict:
-    """One small loop for both objectives so that only the objective differs.
-
-    MLM: the loader's dynamic 15% masking, loss at masked tokens. CLM: the same batches with
-    masking undone (original ids recovered from the labels), causal attention, next-token loss
-    at every real position. Same model class, optimizer (AdamW, no decay on bias/LayerNorm),
-    warmup + linear decay, batch and steps.
-    """
-    import torch
-    import torch.nn.functional as F
-
-    from clozeformer.config import BertConfig
-    from clozeformer.data.loader import MaskingConfig, PretrainLoader, read_manifest
-    from clozeformer.model import BertForMaskedLM
-    from clozeformer.train.config import recipe_for
-    from clozeformer.train.optim import Schedule, param_groups
-
-    manifest = read_manifest(cfg.data)
-    recipe = recipe_for(cfg.model, from_preset=True)  # the same defaults as `pretrain --model`
-    lr = cfg.lr if cfg.lr is not None else recipe.lr
-    warmup = cfg.warmup_steps if cfg.warmup_steps is not None else recipe.warmup_steps
-    over = (
-        {} if recipe.dropout is None else {"hidden_dropout_prob": recipe.dropout, "attention_probs_dropout_prob": recipe.dropout}
-    )
-    torch.manual_seed(0)
-    model = BertForMaskedLM(
-        BertConfig.preset(
-            cfg.model, vocab_size=manifest["vocab_size"], position_embedding_type=recipe.position_embedding_type, **over
-        )
-    ).train()
-    opt = torch.optim.AdamW(param_groups(model, 0.01), lr=lr, eps=1e-6)
-    loader = PretrainLoader(cfg.data, "train", batch_size=cfg.batch_size, seed=0, masking=MaskingConfig())
-    t0, losses, step = time.monotonic(), [], 0
-    budget_s = cfg.budget_minutes * 60
-    horizon = steps
-    sched = Schedule("linear", warmup_steps=warmup)
-    for batch in loader:
-        if (steps is not None and step >= steps) or (steps is None and time.monotonic() - t0 >= budget_s):
-            break
-        if steps is None and step >= 3:  # time budget -> step horizon from the measured pace
-            horizon = max(step, math.ceil(step * budget_s / (time.monotonic() - t0)))
-        for g in opt.param_groups:
-            g["lr"] = lr * sched.factor(step, horizon)
-        ids, mask, types, labels = (batch[k] for k in ("input_ids", "attention_mask", "token_type_ids", "labels"))
-        if causal:
-            orig = torch.where(labels != -100, labels, ids)
-            h = model.bert(orig, mask, types, causal=True).last_hidden_state  # (B, T, H)
-            target = orig[:, 1:].masked_fill(mask[:, 1:] == 0, -100)  # (B, T-1): the next token
-            keep = target.reshape(-1) != -100
-            logits = model.mlm(h[:, :-1].reshape(-1, h.shape[-1])[keep])  # (N, V)
-            loss = F.cross_entropy(logits, target.reshape(-1)[keep])
-        else:
-            loss = model(ids, mask, types, labels=labels).loss
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-        opt.step()
-        losses.append(loss.item())
-        step += 1
-        if step % 50 == 0:
-            print(f"  {'CLM' if causal else 'MLM'} step {step}/{horizon}: loss {statistics.fmean(losses[-50:]):.3f}", flush=True)
-    model.save_pretrained(out)
-    tok_dir = Path(cfg.data) / "tokenizer"
-    for name in ("vocab.txt", "tokenizer_config.json"):
-        if (tok_dir / name).is_file():
-            (out / name).write_bytes((tok_dir / name).read_bytes())
-    summary = {
-        "steps": step,
-        "seconds": time.monotonic() - t0,
-        "losses": losses,
-        "dir": str(out),
-        "final_loss": statistics.fmean(losses[-50:]) if losses else None,
-    }
-    atomic_write_json(out / "pretraining.json", summary)  # read back when the dir is given with --pretrained
-    return summary
-
-
-def finetune_pooled(cfg: ExperimentConfig, model_dir: Path, task: str, seed: int, causal: bool) -> float:
-    """Identical fine-tuning for both backbones; only the attention mask and the pooled token differ.
-
-    Bidirectional: the [CLS] (first) token's hidden state. Causal: the last real token's (the
-    final [SEP]), the only one that has seen the whole input. Head: dense + tanh + linear (BERT's
-    pooler + classifier, freshly initialised for both).
-    """
-    import numpy as np
-    import torch
-    import torch.nn.functional as F
-    from torch import nn
-
-    from clozeformer.config import BertConfig
-    from clozeformer.model import BertModel
-    from clozeformer.tasks.common import Problems
-    from clozeformer.tasks.config import TaskDataConfig
-    from clozeformer.tasks.metrics import classification_metrics
-    from clozeformer.tasks.runner import discover_labels
-    from clozeformer.tasks.spec import get_task, resolve_files
-    from clozeformer.tokenizer import Tokenizer
-
-    spec = get_task(task, TaskDataConfig())
-    if spec.family != "classification":
-        raise ClozeformerError(f"mlm-vs-clm fine-tunes classification tasks; {task} is {spec.family}")
-    files = resolve_files(spec, [str(task_dir(cfg, task))], ("train", spec.eval_splits[0]))
-    problems = Problems()
-    train = spec.read(files["train"], problems, True)
-    dev = spec.read(files[spec.eval_splits[0]], problems, True)[: cfg.max_eval_examples]
-    rng = np.random.default_rng(seed)
-    if cfg.max_train_examples and len(train) > cfg.max_train_examples:
-        train = [train[i] for i in np.sort(rng.choice(len(train), cfg.max_train_examples, replace=False))]
-    labels = discover_labels(spec, train)
-    index = {lab: i for i, lab in enumerate(labels)}
-    tok = Tokenizer.from_pretrained(model_dir)
-
-    def encode(examples):
-        pairs = [e.text_b for e in examples] if examples[0].text_b is not None else None
-        encs = tok.encode_batch([e.text_a for e in examples], pairs, max_length=128)
-        return [e.input_ids for e in encs], [e.token_type_ids for e in encs], [index[str(e.label)] for e in examples]
-
-    def batches(data, order, bs=32):
-        ids, types, ys = data
-        for i in range(0, len(order), bs):
-            sel = order[i : i + bs]
-            T = max(len(ids[j]) for j in sel)
-            x = torch.zeros(len(sel), T, dtype=torch.long)
-            tt = torch.zeros_like(x)
-            m = torch.zeros_like(x)
-            for r, j in enumerate(sel):
-                n = len(ids[j])
-                x[r, :n], tt[r, :n], m[r, :n] = torch.tensor(ids[j]), torch.tensor(types[j]), 1
-            yield x, tt, m, torch.tensor([ys[j] for j in sel])
-
-    torch.manual_seed(seed)
-    backbone = BertModel.from_pretrained(model_dir, config=BertConfig.from_pretrained(model_dir))
-    H = backbone.config.hidden_size
-    head = nn.Sequential(nn.Linear(H, H), nn.Tanh(), nn.Dropout(0.1), nn.Linear(H, len(labels)))
-    params = list(backbone.parameters()) + list(head.parameters())
-    opt = torch.optim.AdamW(params, lr=cfg.finetune_lr, weight_decay=0.01, eps=1e-6)
-    tr, dv = encode(train), encode(dev)
-    steps_per_epoch = math.ceil(len(train) / 32)
-    total = max(1, int(cfg.finetune_epochs * steps_per_epoch))
-    warm = max(1, total // 10)
-    step, t0 = 0, time.monotonic()
-
-    def represent(x, tt, m):
-        h = backbone(x, m, tt, causal=causal).last_hidden_state  # (B, T, H)
-        pos = (m.sum(1) - 1) if causal else torch.zeros(len(x), dtype=torch.long)
-        return h[torch.arange(len(x)), pos]  # (B, H)
-
-    backbone.train(), head.train()
-    while step < total and time.monotonic() - t0 < cfg.finetune_minutes * 60:
-        for x, tt, m, y in batches(tr, rng.permutation(len(tr[0])).tolist()):
-            lr = cfg.finetune_lr * min((step + 1) / warm, max(0.0, (total - step) / max(1, total - warm)))
-            for g in opt.param_groups:
-                g["lr"] = lr
-            loss = F.cross_entropy(head(represent(x, tt, m)), y)
-            opt.zero_grad(set_to_none=True)
-            loss.backward()
-            torch.nn.utils.clip_grad_norm_(params, 1.0)
-            opt.step()
-            step += 1
-            if step >= total or time.monotonic() - t0 >= cfg.finetune_minutes * 60:
-                break
-    backbone.eval(), head.eval()
-    preds = []
-    with torch.inference_mode():
-        for x, tt, m, _ in batches(dv, list(range(len(dv[0]))), 64):
-            preds += head(represent(x, tt, m)).argmax(-1).tolist()
-    scores = classification_metrics(spec.metrics, [labels[p] for p in preds], [str(e.label) for e in dev])
-    return float(scores[spec.main_metric])
 
 
 # ----------------------------------------------------------------------------- one run or N at a time
@@ -532,8 +363,7 @@ def run(cfg: ExperimentConfig) -> dict:
         from clozeformer.train.build import save_random_init
 
         scratch = save_random_init(pretrained, out / "random-init", seed=0)
-        variants = {"pretrained": (pretrained, False), "scratch": (scratch, False)}
-        fine: Callable | None = finetune_standard
+        variants = {"pretrained": pretrained, "scratch": scratch}
     elif cfg.name == "nsp-ablation":
         from clozeformer.data.loader import read_manifest
 
@@ -552,31 +382,28 @@ def run(cfg: ExperimentConfig) -> dict:
                 cfg, [("pretrain mlm", run_pretraining, (cfg, out / "pretrain-mlm", "mlm", int(sa["step"])))], out
             )
         pre = {"mlm+nsp": pretraining_entry(a, sa), "mlm": pretraining_entry(b, sb)}
-        variants = {"mlm+nsp": (a, False), "mlm": (b, False)}
-        fine = finetune_standard
-    else:  # mlm-vs-clm
-        arm_m = ("pretrain mlm", clm_or_mlm_pretrain, (cfg, False, steps, out / "pretrain-mlm"))
-        if given:
-            m, c = map(reused_pretraining, given)
-        elif steps:
-            m, c = run_many(cfg, [arm_m, ("pretrain clm", clm_or_mlm_pretrain, (cfg, True, steps, out / "pretrain-clm"))], out)
-        else:
-            (m,) = run_many(cfg, [arm_m], out)
-            (c,) = run_many(cfg, [("pretrain clm", clm_or_mlm_pretrain, (cfg, True, m["steps"], out / "pretrain-clm"))], out)
-        pre = {"mlm (bidirectional)": m, "clm (left-to-right)": c}
-        variants = {"mlm (bidirectional)": (Path(m["dir"]), False), "clm (left-to-right)": (Path(c["dir"]), True)}
-        fine = None
+        variants = {"mlm+nsp": a, "mlm": b}
+    else:  # mlm-vs-clm: equal compute, the same --budget-minutes (or --budget-steps) for both
+        arms = [
+            ("pretrain mlm", run_pretraining, (cfg, out / "pretrain-mlm", "mlm", steps)),
+            ("pretrain clm", run_pretraining, (cfg, out / "pretrain-clm", "clm", steps)),
+        ]
+        (m, sm), (c, sc) = [(d, reused_pretraining(d)) for d in given] if given else run_many(cfg, arms, out)
+        pre = {"mlm (bidirectional)": pretraining_entry(m, sm), "clm (left-to-right)": pretraining_entry(c, sc)}
+        variants = {"mlm (bidirectional)": m, "clm (left-to-right)": c}
 
     runs, keys = [], []
     for task in cfg.tasks:
         for seed in range(cfg.seeds):
-            for v, (model_dir, causal) in variants.items():
-                name = f"{v} / {task} / seed {seed}"
-                if fine is None:
-                    runs.append((name, finetune_pooled, (cfg, model_dir, task, seed, causal)))
-                else:
-                    slug = v.replace(" ", "_").replace("+", "_")
-                    runs.append((name, fine, (cfg, model_dir, task, seed, out / "finetune" / f"{slug}-{task}-{seed}")))
+            for v, model_dir in variants.items():
+                slug = _slug(v)
+                runs.append(
+                    (
+                        f"{v} / {task} / seed {seed}",
+                        finetune_standard,
+                        (cfg, model_dir, task, seed, out / "finetune" / f"{slug}-{task}-{seed}"),
+                    )
+                )
                 keys.append((v, task))
     scores: dict[str, dict[str, list[float]]] = {v: {t: [] for t in cfg.tasks} for v in variants}
     for (v, task), s in zip(keys, run_many(cfg, runs, out)):
@@ -679,19 +506,29 @@ def plot_results(out: Path, cfg: ExperimentConfig, scores: dict, pre: dict) -> N
     fig.tight_layout()
     fig.savefig(out / "scores.png", dpi=110)
     plt.close(fig)
-    curves = {k: d["losses"] for k, d in pre.items() if d.get("losses")}
+    curves = {k: _loss_curve(Path(d["dir"])) for k, d in pre.items() if d.get("dir")}
+    curves = {k: c for k, c in curves.items() if c}
     if curves:
         fig, ax = plt.subplots(figsize=(6, 3.5))
-        for k, losses in curves.items():
-            w = 20
-            smooth = [statistics.fmean(losses[max(0, i - w) : i + 1]) for i in range(len(losses))]
-            ax.plot(smooth, label=k, lw=1)
-        ax.set_xlabel("step")
+        for k, (minutes, losses) in curves.items():
+            ax.plot(minutes, losses, label=k, lw=1)
+        ax.set_xlabel("minutes of pretraining")
         ax.set_ylabel("training loss (MLM: masked tokens; CLM: next token)")
         ax.legend()
         fig.tight_layout()
         fig.savefig(out / "pretraining_loss.png", dpi=110)
         plt.close(fig)
+
+
+def _loss_curve(checkpoint: Path) -> tuple[list[float], list[float]] | None:
+    """(minutes, training loss) of the run a checkpoint (RUN/checkpoints/step-N) belongs to."""
+    from clozeformer.train.metrics import read_metrics
+
+    path = checkpoint.parent.parent / "metrics.jsonl"
+    if not path.is_file():
+        return None
+    train = [r for r in read_metrics(path) if r.get("kind") == "train" and "loss" in r]
+    return ([r["elapsed_s"] / 60 for r in train], [r["loss"] for r in train]) if train else None
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

@@ -339,9 +339,10 @@ class PreTrainedModel(nn.Module):
 class Pooler(nn.Module):
     """The sentence representation used by NSP and classification.
 
-    It reads h_[CLS] (`classifier_pooling="cls"`, BERT's and transformers' rule) or the mean of
-    the real tokens' states ("mean", as ModernBERT offers; clozeformer-only: transformers' BERT
-    and RoFormer heads read [CLS]). BERT: tanh(dense(h)). Rotary models follow RoFormer's
+    It reads h_[CLS] (`classifier_pooling="cls"`, BERT's and transformers' rule), the mean of
+    the real tokens' states ("mean", as ModernBERT offers) or the last real token's ("last": in
+    a left-to-right model the only one that has seen the whole input). "mean" and "last" are
+    clozeformer's: transformers' BERT and RoFormer heads read [CLS]. BERT: tanh(dense(h)). Rotary models follow RoFormer's
     classification head: act(dense(dropout(h))) with the FFN's activation (hf.py saves this
     dense as `classifier.dense`).
     """
@@ -352,11 +353,17 @@ class Pooler(nn.Module):
         rotary = cfg.position_embedding_type == "rotary"
         self.act = activation(cfg.hidden_act) if rotary else torch.tanh
         self.dropout = nn.Dropout(head_dropout(cfg)) if rotary else nn.Identity()
-        self.mean = cfg.classifier_pooling == "mean"
+        self.pooling = cfg.classifier_pooling
 
     def forward(self, hidden: torch.Tensor, attention_mask: torch.Tensor | None = None) -> torch.Tensor:
-        if not self.mean:
+        if self.pooling == "cls":
             h = hidden[:, 0]  # (B, T, H) -> (B, H)
+        elif self.pooling == "last":
+            if attention_mask is None:
+                h = hidden[:, -1]
+            else:
+                last = attention_mask.long().sum(dim=1).clamp(min=1) - 1  # (B,) the last real position
+                h = hidden[torch.arange(hidden.shape[0], device=hidden.device), last]  # (B, H)
         elif attention_mask is None:
             h = hidden.mean(dim=1)  # (B, H)
         else:
@@ -382,9 +389,10 @@ class BertModel(PreTrainedModel):
         token_type_ids: torch.Tensor | None = None,
         causal: bool = False,
     ) -> BaseModelOutput:
-        """`causal=True` turns the encoder left-to-right (a GPT-style baseline); BERT never uses it."""
+        """Left-to-right when `config.is_decoder` (a causal LM and its fine-tuned models) or
+        `causal=True`; BERT is bidirectional."""
         x = self.embeddings(input_ids, token_type_ids)  # (B, T) -> (B, T, H)
-        x = self.encoder(x, attention_mask_for_sdpa(attention_mask), causal)
+        x = self.encoder(x, attention_mask_for_sdpa(attention_mask), causal or self.config.is_decoder)
         return BaseModelOutput(x, self.pooler(x, attention_mask) if self.pooler is not None else None)
 
 
@@ -467,6 +475,31 @@ class BertForMaskedLM(PreTrainedModel):
 
     def forward(self, input_ids, attention_mask=None, token_type_ids=None, labels=None) -> MaskedLMOutput:
         out = self.bert(input_ids, attention_mask, token_type_ids)
+        loss, logits = mlm_loss_and_logits(self.mlm, out.last_hidden_state, labels, self.sparse_mlm)
+        return MaskedLMOutput(loss, logits, out.last_hidden_state)
+
+
+class BertLMHeadModel(PreTrainedModel):
+    """A left-to-right LM on BERT's layers (`pretrain --objective clm`): the baseline of the
+    paper's bidirectional-vs-left-to-right claim, with the same head and sparse loss as MLM.
+
+    `labels[:, t]` is the token to predict at position t, i.e. the NEXT token
+    (`data.masking.next_token_labels`), -100 where there is none; the loss is the MLM head's
+    cross-entropy there. transformers' BertLMHeadModel takes unshifted labels and shifts
+    inside; the logits of the two are the same (tests/test_clm.py).
+    """
+
+    hf_architecture = "BertLMHeadModel"
+
+    def __init__(self, config: BertConfig, sparse_mlm: bool = True):
+        super().__init__(config if config.is_decoder else config.copy(is_decoder=True))
+        self.bert = BertModel(self.config, add_pooling_layer=False)
+        self.mlm = MLMHead(self.config, self.bert.embeddings.word_embeddings)
+        self.sparse_mlm = sparse_mlm
+        self.post_init()
+
+    def forward(self, input_ids, attention_mask=None, token_type_ids=None, labels=None) -> MaskedLMOutput:
+        out = self.bert(input_ids, attention_mask, token_type_ids)  # causal: config.is_decoder
         loss, logits = mlm_loss_and_logits(self.mlm, out.last_hidden_state, labels, self.sparse_mlm)
         return MaskedLMOutput(loss, logits, out.last_hidden_state)
 
@@ -724,6 +757,7 @@ MODEL_CLASSES: dict[str, type[PreTrainedModel]] = {
         BertModel,
         BertForPreTraining,
         BertForMaskedLM,
+        BertLMHeadModel,
         BertForSequenceClassification,
         BertForTokenClassification,
         BertForQuestionAnswering,
@@ -749,6 +783,7 @@ __all__ = [
     "BertModel",
     "BertForPreTraining",
     "BertForMaskedLM",
+    "BertLMHeadModel",
     "BertForSequenceClassification",
     "BertForTokenClassification",
     "BertForQuestionAnswering",

@@ -114,14 +114,19 @@ def test_experiment_runs_and_reports(corpus_data, tmp_path, name, data):
     if name == "nsp-ablation":  # equal steps for both arms
         steps = [v["steps"] for v in result["pretraining"].values()]
         assert steps[0] == steps[1]
-    if name == "mlm-vs-clm":  # both arms reused, with their recorded pretraining
+    if name == "mlm-vs-clm":
+        # both arms are `pretrain` runs (the clm one a left-to-right BertLMHeadModel) fine-tuned by
+        # `finetune`; the clm arm's classifier stays left to right and reads the last token
+        clm = json.loads((out / "finetune" / "clm__left-to-right-sst2-0" / "config.json").read_text())
+        assert clm["is_decoder"] is True and clm["classifier_pooling"] == "last"
+        mlm = json.loads((out / "finetune" / "mlm__bidirectional-sst2-0" / "config.json").read_text())
+        assert "is_decoder" not in mlm and "classifier_pooling" not in mlm
+        arms = [next((out / d / "checkpoints").iterdir()) for d in ("pretrain-mlm", "pretrain-clm")]
+        # a causal LM as transformers names it (the tiny recipe is rotary: RoFormer's name)
+        assert json.loads((arms[1] / "config.json").read_text())["architectures"][0] in ("BertLMHeadModel", "RoFormerForCausalLM")
+        # both arms reused, with their recorded pretraining
         again = tmp_path / "again"
-        assert (
-            cli_main(
-                argv[:-1] + [str(again), "--pretrained", str(out / "pretrain-mlm"), str(out / "pretrain-clm"), "--seeds", "1"]
-            )
-            == 0
-        )
+        assert cli_main(argv[:-1] + [str(again), "--pretrained", *map(str, arms), "--seeds", "1"]) == 0
         reused = json.loads((again / "results.json").read_text())["pretraining"]
         assert [r["steps"] for r in reused.values()] == [r["steps"] for r in result["pretraining"].values()]
         assert (again / "pretraining_loss.png").is_file()

@@ -235,6 +235,22 @@ def test_token_classification_end_to_end(tmp_path):
     run(["predict", "--model", str(out), "--data", str(data), "--out", str(tmp_path / "p"), "--threads", "1"])
     got = (tmp_path / "p" / "predictions_test.txt").read_text().split("\n")
     assert got[:5] == ["alice B-PER", "was O", "in O", "paris B-LOC", ""]
+    # a sentence three windows long (max_seq_len 32): predict reads it in the `ner` pipeline's
+    # windows and labels every word (no truncation to O), the same labels as the pipeline
+    from clozeformer.infer.pipelines import pipeline
+
+    long_words = [w for _ in range(8) for w in ("alice", "met", "bob", "in", "london", "and", "paris", "the")]
+    (data / "test.txt").write_text("\n".join(long_words) + "\n")
+    run(["predict", "--model", str(out), "--data", str(data), "--out", str(tmp_path / "p2"), "--threads", "1"])
+    tags = [line.split()[1] for line in (tmp_path / "p2" / "predictions_test.txt").read_text().split("\n") if line]
+    assert len(tags) == len(long_words)
+    want = {"alice": "B-PER", "bob": "B-PER", "london": "B-LOC", "paris": "B-LOC"}
+    assert tags == [want.get(w, "O") for w in long_words]  # the last words too
+    pipe = pipeline("ner", out, threads=1)
+    assert pipe.max_length == 32  # the windows evaluation used
+    res = pipe(" ".join(long_words))
+    assert res["windows"] > 2
+    assert [(e["type"], e["text"]) for e in res["entities"]] == [(want[w][2:], w) for w in long_words if w in want]
 
 
 def _qa_article(rng: random.Random, n: int, impossible_every: int = 0) -> list[dict]:
@@ -326,6 +342,24 @@ def test_question_answering_end_to_end(tmp_path, version):
     nbest = json.loads((tmp_path / "p" / "nbest_predictions_dev.json").read_text())
     assert abs(sum(e["probability"] for e in nbest["q1"]) - 1) < 1e-6
     assert (tmp_path / "p" / "null_odds_dev.json").is_file() == (version == "v2.0")
+    # serving decodes as evaluation scored: `qa` with no options takes the model's own window and
+    # decoding settings (config.json qa_*) and the one decoder (clozeformer.spans)
+    from clozeformer.infer.pipelines import pipeline
+
+    dev = json.loads((data / f"dev-{version}.json").read_text())["data"][0]["paragraphs"]
+    pipe = pipeline("qa", out, threads=1)
+    assert (pipe.max_length, pipe.doc_stride, pipe.max_question_length) == (24, 8, 8)
+    assert pipe.allow_no_answer == (version == "v2.0")
+    served = {p["qas"][0]["id"]: pipe({"question": p["qas"][0]["question"], "context": p["context"]}) for p in dev}
+    assert all(r["windows"] > 1 for r in served.values())
+    assert {qid: r["answer"] for qid, r in served.items()} == preds
+    best = {qid: entries[0] for qid, entries in nbest.items()}
+    for qid, r in served.items():
+        if r["answer"] == best[qid]["text"]:
+            assert r["score"] == pytest.approx(best[qid]["probability"], abs=1e-6)
+    first = dev[0]
+    code = cli_main(["qa", "--model", str(out), "--question", "what color ?", "--context", first["context"], "--threads", "1"])
+    assert code == 0
 
 
 def test_multiple_choice_swag_end_to_end(tmp_path):
@@ -638,3 +672,23 @@ def test_rotary_model_with_mean_pooling_and_dropout(tmp_path):
         )
         == 2
     )
+
+
+def test_nan_loss_stops_with_one_error_line_and_no_finished_model(tmp_path, capsys):
+    """The core's NaN guard in fine-tuning: non-finite steps are skipped, a streak of them is
+    one `error:` line (exit 2), and the directory is never marked a finished model."""
+    rng = random.Random(7)
+    vocab = write_vocab(tmp_path)
+    data = tmp_path / "d"
+    data.mkdir()
+    for split, n in (("train", 200), ("dev", 20)):
+        lines = ["sentence\tlabel"] + [f"{' '.join(sentence(rng))}\t{rng.randrange(2)}" for _ in range(n)]
+        (data / f"{split}.tsv").write_text("\n".join(lines) + "\n")
+    out = tmp_path / "out"
+    flags = [*TINY[:-6], "--threads", "1", "--lr", "1e30", "--warmup-ratio", "0"]
+    argv = ["finetune", "--task", "sst2", "--data", str(data), "--tokenizer", str(vocab), "--out", str(out), *flags]
+    assert cli_main(argv) == 2
+    cap = capsys.readouterr()
+    err = [line for line in cap.err.splitlines() if line.startswith("error:")]
+    assert len(err) == 1 and "consecutive steps with a NaN/Inf loss" in err[0], err
+    assert json.loads((out / OWNER_FILE).read_text())["complete"] is False

@@ -8,18 +8,11 @@ import pytest
 import torch
 
 from clozeformer.config import BertConfig
+from clozeformer.core import Schedule, param_groups
 from clozeformer.errors import ClozeformerError
 from clozeformer.model import BertForMaskedLM
 from clozeformer.train.config import PretrainConfig
-from clozeformer.train.optim import (
-    TIME_ESTIMATE_MIN_STEPS,
-    Budget,
-    Lamb,
-    Schedule,
-    build_optimizer,
-    optimizer_kernel,
-    param_groups,
-)
+from clozeformer.train.optim import TIME_ESTIMATE_MIN_STEPS, Budget, Lamb, build_optimizer, optimizer_kernel
 
 
 def tiny_model(seed: int = 0) -> BertForMaskedLM:
@@ -155,3 +148,20 @@ def test_budget_horizons():
     assert t.horizon(10, 600.0) == 10  # over budget: the horizon is where we are
     assert t.done(1, 0, 60.0) and not t.done(1, 0, 59.9)
     assert Budget(None, 1000, None, 64).done(16, 1024, 0.0)
+
+
+def test_finetune_and_pretrain_share_one_warmup_convention():
+    """Fine-tuning's schedule is the core's: the first update already has lr > 0, and the
+    factors equal the pretraining Schedule over the same warmup and horizon."""
+    from clozeformer.tasks.config import FinetuneConfig
+    from clozeformer.tasks.finetune import make_optimizer
+
+    model = tiny_model()
+    opt, sched = make_optimizer(model, FinetuneConfig(task="sst2", lr=1e-3, warmup_ratio=0.1), total_steps=50)
+    assert sched.warmup_steps == 5
+    reference = Schedule("linear", warmup_steps=5)
+    assert [sched.factor(s, 50) for s in range(50)] == [reference.factor(s, 50) for s in range(50)]
+    assert sched.factor(0, 50) == pytest.approx(0.2) and sched.factor(49, 50) > 0
+    assert optimizer_kernel(opt) == "fused"
+    decayed, plain = opt.param_groups
+    assert all(p.dim() == 1 for p in plain["params"]) and plain["weight_decay"] == 0.0

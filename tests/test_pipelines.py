@@ -23,7 +23,7 @@ from clozeformer.cli import main as cli_main
 from clozeformer.config import BertConfig
 from clozeformer.errors import ClozeformerError
 from clozeformer.infer.index import EmbeddingIndex
-from clozeformer.infer.ner import group_entities, max_context_pieces
+from clozeformer.infer.ner import group_entities
 from clozeformer.infer.pipelines import InputError, pipeline
 from clozeformer.model import (
     BertForMaskedLM,
@@ -33,6 +33,7 @@ from clozeformer.model import (
     BertForTokenClassification,
     BertModel,
 )
+from clozeformer.spans import max_context_pieces
 from clozeformer.tokenizer import Tokenizer
 
 FIXTURES = Path(__file__).parent / "fixtures"
@@ -306,8 +307,11 @@ def test_qa_sliding_windows_and_question_limits(dirs):
         strict({"question": long_q, "context": context})
     with pytest.raises(InputError, match="input 0: missing field 'context'"):
         pipe([{"question": "x"}])
-    with pytest.raises(ClozeformerError, match="doc_stride=30"):
-        pipeline("qa", dirs["qa"], max_length=32, doc_stride=30, max_question_length=10)
+    # the one stride rule (clozeformer.spans.effective_stride, as fine-tuning): too wide a stride is
+    # lowered to half the context room of a window, 32 - 10 - 3 = 19 tokens; no room is an error
+    assert pipeline("qa", dirs["qa"], max_length=32, doc_stride=30, max_question_length=10).doc_stride == 9
+    with pytest.raises(ClozeformerError, match="leaves no room for a context"):
+        pipeline("qa", dirs["qa"], max_length=32, max_question_length=28)
     with pytest.raises(ClozeformerError, match="no head for qa"):
         pipeline("qa", dirs["cls"])
 

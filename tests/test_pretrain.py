@@ -11,12 +11,12 @@ import pytest
 import torch
 from synthetic import write_corpus
 
+from clozeformer import precision
 from clozeformer.cli import main as cli_main
 from clozeformer.config import BertConfig
 from clozeformer.errors import ClozeformerError
 from clozeformer.model import BertForMaskedLM
 from clozeformer.train import checkpoint as ckpt_io
-from clozeformer.train import precision
 from clozeformer.train.config import PretrainConfig
 from clozeformer.train.loop import pretrain
 from clozeformer.train.metrics import read_metrics

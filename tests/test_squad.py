@@ -163,3 +163,28 @@ def test_v2_null_answer_threshold():
     # v1.1 never answers empty
     preds, _, odds = postprocess([ex], [_feature(OFFS)], [s], [e], n_best=5, max_answer_len=30)
     assert preds["q"] == "london" and odds == {}
+
+
+def test_decode_question_ranks_windows_by_logits_not_per_window_probabilities():
+    """Two windows: A's best span is alone in its window (a peaked softmax) but has lower logits
+    than B's, whose window holds a close rival. Per-window probabilities (serving's old rule)
+    would pick A; the one decoder ranks by start + end logit, as evaluation does, and picks B."""
+    from clozeformer.spans import decode_question
+
+    context = "red blue green"
+    # token 0 = [CLS], 1 = the question, then context tokens with their character spans
+    offsets_a = [None, None, (0, 3)]
+    offsets_b = [None, None, (4, 8), (9, 14)]
+    a = (offsets_a, np.array([-5.0, -5.0, 2.0]), np.array([-5.0, -5.0, 2.0]))
+    b = (offsets_b, np.array([-5.0, -5.0, 3.0, 2.9]), np.array([-5.0, -5.0, 3.0, 2.9]))
+    ans = decode_question(context, [a, b], max_answer_len=1)
+    assert (ans.text, ans.start, ans.end) == ("blue", 4, 8)
+    assert [e["text"] for e in ans.nbest] == ["blue", "green", "red"]
+    assert ans.probability == pytest.approx(ans.nbest[0]["probability"]) and ans.null_odds is None
+    # v2.0: [CLS] at 4 + 4 in every window beats the best span (6): no answer, with its probability
+    cls_high = [(o, np.r_[4.0, s[1:]], np.r_[4.0, e[1:]]) for o, s, e in (a, b)]
+    none = decode_question(context, cls_high, max_answer_len=1, version_2=True)
+    assert (none.text, none.start, none.end) == ("", 0, 0) and none.null_odds == pytest.approx(2.0)
+    assert none.probability == pytest.approx(max(e["probability"] for e in none.nbest))
+    # a threshold above the odds keeps the span
+    assert decode_question(context, cls_high, max_answer_len=1, version_2=True, null_threshold=2.5).text == "blue"

@@ -331,8 +331,8 @@ def test_cli_errors_are_one_line(tmp_path, capsys):
     msg = cli_error(["finetune", "--task", "sst2", "--data", str(GLUE / "SST-2"), *base, "--lr", "-1"], capsys)
     assert "--lr must be > 0" in msg
     if not __import__("torch").cuda.is_available():
-        msg = cli_error(["finetune", "--task", "sst2", "--data", str(GLUE / "SST-2"), *base, "--precision", "bf16"], capsys)
-        assert "native bf16" in msg
+        msg = cli_error(["finetune", "--task", "sst2", "--data", str(GLUE / "SST-2"), *base, "--precision", "fp16"], capsys)
+        assert "fp16 needs a CUDA GPU" in msg
     msg = cli_error(["evaluate", "--task", "sst2", "--data", str(GLUE / "SST-2"), "--model", str(tmp_path)], capsys)
     assert "config.json: no such config file" in msg
 

@@ -25,7 +25,14 @@ from typing import Any
 
 import numpy as np
 
-from clozeformer.data.masking import IGNORE_INDEX, MaskingConfig, TokenTable, mask_tokens, sample_keys
+from clozeformer.data.masking import (
+    IGNORE_INDEX,
+    MaskingConfig,
+    TokenTable,
+    mask_tokens,
+    next_token_labels,
+    sample_keys,
+)
 from clozeformer.data.prepare import FORMAT_VERSION, MANIFEST
 from clozeformer.errors import ClozeformerError
 from clozeformer.io import read_json_object
@@ -133,7 +140,10 @@ class PretrainLoader:
         masking: MaskingConfig | None = None,
         shuffle: bool = True,
         drop_last: bool = True,
+        causal: bool = False,
     ) -> None:
+        """`causal`: no masking; labels are the next tokens (`next_token_labels`), for a
+        left-to-right LM. Otherwise `masking` (default: BERT's 15%, 80/10/10)."""
         if batch_size < 1:
             raise ClozeformerError(f"batch_size={batch_size}: must be >= 1")
         if world_size < 1 or not 0 <= rank < world_size:
@@ -143,6 +153,7 @@ class PretrainLoader:
         self.split = split
         self.batch_size, self.seed, self.rank, self.world_size = batch_size, int(seed), rank, world_size
         self.masking = masking or MaskingConfig()
+        self.causal = causal
         self.shuffle, self.drop_last = shuffle, drop_last
         tok_dir = Path(data_dir) / self.manifest.get("tokenizer", {}).get("dir", "tokenizer")
         tokens = _read_tokens(tok_dir / "vocab.txt", self.manifest["vocab_size"])
@@ -210,9 +221,13 @@ class PretrainLoader:
             for i, r in enumerate(rows):
                 labels[i, : lens[i]] = r["labels"]
             masked = ids
-        else:
+            if self.causal:  # static shards store the masked text: restore it first
+                ids = np.where(labels != IGNORE_INDEX, labels, ids)
+        elif not self.causal:
             keys = sample_keys(self.seed, epoch, indices)
             masked, labels = mask_tokens(ids, keys, self.table, self.masking, attn)
+        if self.causal:
+            masked, labels = ids, next_token_labels(ids, attn)
         if self.dataset.nsp:
             b_start = np.fromiter((r["b_start"] for r in rows), dtype=np.int64, count=len(rows))
             types = ((pos >= b_start[:, None]) & (attn == 1)).astype(np.int64)

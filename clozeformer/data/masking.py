@@ -181,6 +181,14 @@ def mask_tokens(
     return out, labels
 
 
+def next_token_labels(ids: np.ndarray, attention_mask: np.ndarray) -> np.ndarray:
+    """Causal-LM targets (`pretrain --objective clm`): labels[:, t] = ids[:, t + 1] where
+    position t + 1 holds a real token, IGNORE_INDEX elsewhere (the last real token, padding)."""
+    labels = np.full_like(ids, IGNORE_INDEX)  # (B, T)
+    labels[:, :-1] = np.where(attention_mask[:, 1:] == 1, ids[:, 1:], IGNORE_INDEX)
+    return labels
+
+
 def pad_batch(
     seqs: Sequence[Sequence[int] | np.ndarray], pad_id: int, length: int | None = None
 ) -> tuple[np.ndarray, np.ndarray]:

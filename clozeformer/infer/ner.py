@@ -13,11 +13,9 @@ one, I-X continues an open X (and, leniently, opens one after O or another type,
 default mode reads it), O closes. A label without a B-/I- prefix behaves as I-. An entity's
 score is the mean of its words' scores.
 
-A text longer than the model's window is cut into overlapping windows (consecutive windows
-share `stride` tokens; by default a quarter of a window, at most 32), so no word goes
-unlabelled. Each word is read in the window where it is whole and farthest from an edge (most
-context on both sides), as BERT's SQuAD recipe picks a token's "max context" window.
-`overlong="reject"` refuses such texts instead.
+A text longer than the model's window is cut into overlapping windows; windows, the choice of
+each word's window and its label are `clozeformer.spans` (`token_stride`,
+`word_predictions`), the path `evaluate` scores with. `overlong="reject"` refuses such texts.
 """
 
 from __future__ import annotations
@@ -31,6 +29,7 @@ from clozeformer.errors import ClozeformerError
 from clozeformer.infer import cli
 from clozeformer.infer.pipelines import Example, Pipeline, Window, check_text
 from clozeformer.infer.runners import Batch, label_names
+from clozeformer.spans import token_stride, word_predictions
 
 Aggregation = Literal["first", "average"]
 
@@ -70,16 +69,13 @@ class NerPipeline(Pipeline):
     def __init__(
         self, runner, tokenizer, *, aggregation: Aggregation = "first", stride: int | None = None, **kwargs: Any
     ) -> None:
+        if kwargs.get("max_length") is None and runner.config.extra.get("ner_max_seq_len"):
+            # a fine-tuned model reads texts in the windows its evaluation used
+            kwargs["max_length"] = min(int(runner.config.extra["ner_max_seq_len"]), runner.config.max_position_embeddings)
         super().__init__(runner, tokenizer, **kwargs)
         if aggregation not in ("first", "average"):
             raise ClozeformerError(f"aggregation={aggregation!r}: choose first or average")
-        if stride is None:  # a quarter of a window, at most 32 tokens
-            stride = min(32, (self.max_length - 2) // 4)
-        if not 0 <= stride <= (self.max_length - 2) // 2:
-            raise ClozeformerError(
-                f"stride={stride}: must be between 0 and half a window's text tokens "
-                f"({(self.max_length - 2) // 2} for max_length {self.max_length})"
-            )
+        stride = token_stride(self.max_length, stride)
         self.aggregation = aggregation
         self.stride = stride
         self.labels = label_names(self.config)
@@ -95,17 +91,15 @@ class NerPipeline(Pipeline):
         return examples
 
     def forward(self, batch: Batch, windows: list[Window]) -> list[Any]:
-        probs = self.runner.logits(batch).softmax(-1)  # (B, T, K)
+        probs = self.runner.logits(batch).float().softmax(-1).cpu().numpy()  # (B, T, K)
         return [probs[b, : len(w.input_ids)] for b, w in enumerate(windows)]
 
     def postprocess(self, example: Example, outputs: list[Any]) -> dict:
         words = []
-        chosen = max_context_pieces([w.data["word_ids"] for w in example.windows])
-        for _, (w, tokens) in sorted(chosen.items()):  # in word order
-            probs, offsets = outputs[w], example.windows[w].data["offsets"]  # (T, K), T offsets
-            p = probs[tokens[0]] if self.aggregation == "first" else probs[tokens].mean(0)
-            k = int(p.argmax())
-            words.append((self.labels[k], float(p[k]), offsets[tokens[0]][0], offsets[tokens[-1]][1]))
+        chosen = word_predictions([w.data["word_ids"] for w in example.windows], outputs, self.aggregation)
+        for _, k, score, w, tokens in chosen:
+            offsets = example.windows[w].data["offsets"]
+            words.append((self.labels[k], score, offsets[tokens[0]][0], offsets[tokens[-1]][1]))
         entities = group_entities(words)
         text = example.data["text"]
         return {
@@ -125,31 +119,6 @@ class NerPipeline(Pipeline):
 
     def describe(self) -> dict:
         return {**super().describe(), "aggregation": self.aggregation, "stride": self.stride, "labels": self.labels}
-
-
-def max_context_pieces(windows: Sequence[Sequence[int | None]]) -> dict[int, tuple[int, list[int]]]:
-    """word -> (window, the word's token indices there), from each window's word ids.
-
-    A word at a window's edge may be cut (its other pieces in the neighbouring window), so the
-    chosen window is one where the word has all its pieces (the most any window has), and among
-    those the one with the most tokens between the word and the nearer edge of the window's text.
-    """
-    seen: dict[int, list[tuple[int, int, list[int]]]] = {}  # word -> [(window, context, tokens)]
-    for w, word_ids in enumerate(windows):
-        real = [t for t, word in enumerate(word_ids) if word is not None]
-        if not real:
-            continue
-        pieces: dict[int, list[int]] = {}
-        for t in real:
-            pieces.setdefault(word_ids[t], []).append(t)
-        for word, tokens in pieces.items():
-            seen.setdefault(word, []).append((w, min(tokens[0] - real[0], real[-1] - tokens[-1]), tokens))
-    best = {}
-    for word, options in seen.items():
-        most = max(len(tokens) for _, _, tokens in options)
-        w, _, tokens = max((o for o in options if len(o[2]) == most), key=lambda o: o[1])
-        best[word] = (w, tokens)
-    return best
 
 
 # ----------------------------------------------------------------------------- CLI verb

@@ -6,14 +6,15 @@
 `start`/`end` are character offsets into the context (`context[start:end] == answer`). A
 context longer than the model's window is cut into overlapping windows ([CLS] question [SEP]
 context-part [SEP]; consecutive parts share `doc_stride` tokens, as in BERT's SQuAD recipe),
-each window is scored, and the best span of any window wins. In a window, the span score is
-p_start(i) * p_end(j) with both softmaxes over the context tokens, i <= j < i +
-max_answer_length. A question longer than `max_question_length` tokens is truncated (flagged)
-or rejected, by `overlong`.
+each window is scored, and the answer is decoded by `clozeformer.spans.decode_question`, the
+decoder `evaluate` scores with: n-best spans of every window ranked by start + end logit,
+`score` the answer's probability among them. A question longer than `max_question_length`
+tokens is truncated (flagged) or rejected, by `overlong`.
 
-With `allow_no_answer=True` (for SQuAD v2.0-style models, trained to point at [CLS] when the
-context holds no answer) the softmaxes also cover [CLS], and the answer is "" (start = end = 0)
-when p_start([CLS]) * p_end([CLS]), at its lowest over the windows, beats the best span.
+Unset options come from the model: fine-tuning stores its window and decoding settings
+(`qa_*` keys of config.json), so a fine-tuned model answers here as `evaluate` scored it.
+With `allow_no_answer` (SQuAD v2.0-style models, trained to point at [CLS] when the context
+holds no answer) the answer is "" (start = end = 0) when the null score beats the best span.
 """
 
 from __future__ import annotations
@@ -23,13 +24,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-import torch
 from tokenizers import Tokenizer as Backend
 
 from clozeformer.errors import ClozeformerError
 from clozeformer.infer import cli
 from clozeformer.infer.pipelines import Example, InputError, Pipeline, Window, check_text
 from clozeformer.infer.runners import Batch
+from clozeformer.spans import QA_SETTINGS, decode_question, effective_stride
 
 
 def split_qa(index: int, item: Any) -> tuple[str, str]:
@@ -47,22 +48,6 @@ def split_qa(index: int, item: Any) -> tuple[str, str]:
     return check_text(index, q, "question"), check_text(index, c, "context")
 
 
-def best_span(start_logits: torch.Tensor, end_logits: torch.Tensor, max_answer_length: int) -> tuple[int, int, float]:
-    """(i, j, p_start(i) * p_end(j)) maximised over i <= j < i + max_answer_length; inputs (L,)."""
-    return best_span_of_probs(start_logits.softmax(-1), end_logits.softmax(-1), max_answer_length)
-
-
-def best_span_of_probs(p_start: torch.Tensor, p_end: torch.Tensor, max_answer_length: int) -> tuple[int, int, float]:
-    """`best_span` on probabilities already normalised (over the context, or over [CLS] + context)."""
-    scores = p_start[:, None] * p_end[None, :]  # (L, L): row = start, column = end
-    L = scores.shape[0]
-    ones = torch.ones(L, L, dtype=torch.bool)
-    allowed = torch.triu(ones) & ~torch.triu(ones, diagonal=max_answer_length)  # 0 <= j - i < max_len
-    flat = scores.masked_fill(~allowed, -1.0).argmax()
-    i, j = divmod(int(flat), L)
-    return i, j, float(scores[i, j])
-
-
 class QuestionAnsweringPipeline(Pipeline):
     task = "qa"
 
@@ -71,34 +56,34 @@ class QuestionAnsweringPipeline(Pipeline):
         runner,
         tokenizer,
         *,
-        doc_stride: int = 128,
-        max_answer_length: int = 30,
-        max_question_length: int = 64,
-        allow_no_answer: bool = False,
+        doc_stride: int | None = None,
+        max_answer_length: int | None = None,
+        max_question_length: int | None = None,
+        allow_no_answer: bool | None = None,
+        n_best: int | None = None,
+        null_threshold: float | None = None,
         **kwargs: Any,
     ) -> None:
+        extra = runner.config.extra
+
+        def setting(value, key):  # the caller's, else the fine-tuned model's, else the default
+            return value if value is not None else extra.get(key, QA_SETTINGS[key])
+
+        if kwargs.get("max_length") is None and extra.get("qa_max_seq_len"):
+            kwargs["max_length"] = min(int(extra["qa_max_seq_len"]), runner.config.max_position_embeddings)
         super().__init__(runner, tokenizer, **kwargs)
-        room = self.max_length - max_question_length - 3  # context tokens a window has at least
-        if max_question_length < 1 or room < 2:
-            raise ClozeformerError(
-                f"max_question_length={max_question_length} leaves no room for context in {self.max_length}-token windows"
-            )
-        if not 0 <= doc_stride < room:
-            raise ClozeformerError(
-                f"doc_stride={doc_stride} must be below the context room of a window "
-                f"({room} = max_length {self.max_length} - max_question_length "
-                f"{max_question_length} - 3)"
-            )
-        if max_answer_length < 1:
-            raise ClozeformerError(f"max_answer_length must be >= 1, got {max_answer_length}")
-        self.doc_stride = doc_stride
-        self.max_answer_length = max_answer_length
-        self.max_question_length = max_question_length
-        self.allow_no_answer = allow_no_answer
+        self.max_question_length = int(setting(max_question_length, "qa_max_query_len"))
+        self.doc_stride = effective_stride(self.max_length, self.max_question_length, int(setting(doc_stride, "qa_doc_stride")))
+        self.max_answer_length = int(setting(max_answer_length, "qa_max_answer_len"))
+        self.n_best = int(setting(n_best, "qa_n_best"))
+        self.null_threshold = float(setting(null_threshold, "qa_null_threshold"))
+        self.allow_no_answer = bool(setting(allow_no_answer, "qa_version_2"))
+        if self.max_answer_length < 1 or self.n_best < 1:
+            raise ClozeformerError(f"max_answer_length and n_best must be >= 1, got {self.max_answer_length} and {self.n_best}")
         self.question_backend = Backend.from_str(self.backend.to_str())  # measures questions, uncut
         self.question_backend.no_truncation()
         # windows: truncate only the context, overflow into further windows sharing doc_stride tokens
-        self.backend.enable_truncation(self.max_length, stride=doc_stride, strategy="only_second")
+        self.backend.enable_truncation(self.max_length, stride=self.doc_stride, strategy="only_second")
 
     def _question(self, index: int, question: str) -> tuple[str, bool]:
         """The question, cut to max_question_length tokens (or rejected when overlong='reject')."""
@@ -117,9 +102,9 @@ class QuestionAnsweringPipeline(Pipeline):
         for i, ((_, context), (_, q_cut), enc) in enumerate(zip(pairs, cut, encs)):
             windows = []
             for w in [enc, *enc.overflowing]:
-                ctx = [t for t, s in enumerate(w.sequence_ids) if s == 1]  # context token indices
-                if ctx:
-                    windows.append(Window(w.ids, w.type_ids, {"first": ctx[0], "last": ctx[-1], "offsets": w.offsets}))
+                offsets = [tuple(o) if sid == 1 else None for o, sid in zip(w.offsets, w.sequence_ids)]
+                if any(o is not None for o in offsets):
+                    windows.append(Window(w.ids, w.type_ids, {"offsets": offsets}))
             if not windows:
                 raise InputError(i, "the context has no tokens")
             examples.append(Example(windows, {"context": context, "truncated": q_cut}))
@@ -127,35 +112,23 @@ class QuestionAnsweringPipeline(Pipeline):
 
     def forward(self, batch: Batch, windows: list[Window]) -> list[Any]:
         start, end = self.runner.span_logits(batch)  # (B, T) each
-        # per window: logits at [CLS] (position 0) followed by those of the context tokens
-        return [
-            (
-                torch.cat([start[b, :1], start[b, w.data["first"] : w.data["last"] + 1]]),
-                torch.cat([end[b, :1], end[b, w.data["first"] : w.data["last"] + 1]]),
-            )
-            for b, w in enumerate(windows)
-        ]
+        start, end = start.float().cpu().numpy(), end.float().cpu().numpy()
+        return [(start[b, : len(w.input_ids)], end[b, : len(w.input_ids)]) for b, w in enumerate(windows)]
 
     def postprocess(self, example: Example, outputs: list[Any]) -> dict:
-        best, null = None, None
-        for w, (s, e) in zip(example.windows, outputs):
-            if self.allow_no_answer:  # softmax over [CLS] + context; spans over the context part
-                p_s, p_e = s.softmax(-1), e.softmax(-1)
-                null = min(null if null is not None else 1.0, float(p_s[0] * p_e[0]))
-                i, j, score = best_span_of_probs(p_s[1:], p_e[1:], self.max_answer_length)
-            else:
-                i, j, score = best_span(s[1:], e[1:], self.max_answer_length)
-            if best is None or score > best[0]:
-                offsets = w.data["offsets"]
-                best = (score, offsets[w.data["first"] + i][0], offsets[w.data["first"] + j][1])
-        score, start, end = best
-        if null is not None and null > score:
-            score, start, end = null, 0, 0
+        answer = decode_question(
+            example.data["context"],
+            [(w.data["offsets"], s, e) for w, (s, e) in zip(example.windows, outputs)],
+            n_best=self.n_best,
+            max_answer_len=self.max_answer_length,
+            version_2=self.allow_no_answer,
+            null_threshold=self.null_threshold,
+        )
         return {
-            "answer": example.data["context"][start:end],
-            "score": score,
-            "start": start,
-            "end": end,
+            "answer": answer.text,
+            "score": answer.probability,
+            "start": answer.start,
+            "end": answer.end,
             "windows": len(example.windows),
             "truncated": example.data["truncated"],
         }
@@ -167,6 +140,8 @@ class QuestionAnsweringPipeline(Pipeline):
             "max_answer_length": self.max_answer_length,
             "max_question_length": self.max_question_length,
             "allow_no_answer": self.allow_no_answer,
+            "n_best": self.n_best,
+            "null_threshold": self.null_threshold,
         }
 
 
@@ -177,11 +152,21 @@ class QuestionAnsweringPipeline(Pipeline):
 class QAConfig(cli.PredictConfig):
     question: str | None = field(default=None, metadata={"help": "the question (with --context)"})
     context: str | None = field(default=None, metadata={"help": "the text holding the answer"})
-    doc_stride: int = field(default=128, metadata={"help": "tokens shared by consecutive windows of a long context"})
-    max_answer_length: int = field(default=30, metadata={"help": "longest answer, in tokens"})
-    max_question_length: int = field(default=64, metadata={"help": "longer questions are truncated or rejected"})
-    allow_no_answer: bool = field(
-        default=False, metadata={"help": 'SQuAD v2.0-style models: answer "" when [CLS] (no answer) beats the best span'}
+    doc_stride: int | None = field(
+        default=None, metadata={"help": "tokens shared by consecutive windows of a long context (unset: the model's, else 128)"}
+    )
+    max_answer_length: int | None = field(
+        default=None, metadata={"help": "longest answer, in tokens (unset: the model's, else 30)"}
+    )
+    max_question_length: int | None = field(
+        default=None, metadata={"help": "longer questions are truncated or rejected (unset: the model's, else 64)"}
+    )
+    allow_no_answer: bool | None = field(
+        default=None,
+        metadata={
+            "help": 'SQuAD v2.0-style models: answer "" when [CLS] (no answer) beats the best span '
+            "(unset: whether the model was fine-tuned on v2.0 data)"
+        },
     )
 
     def __post_init__(self) -> None:

@@ -81,10 +81,16 @@ class ServeConfig:
     )
     top_k: int = field(default=5, metadata={"help": "fill-mask: candidates per [MASK] (requests may ask fewer)"})
     pooling: Literal["cls", "mean"] = field(default="cls", metadata={"help": "embed: pooling"})
-    doc_stride: int = field(default=128, metadata={"help": "qa: tokens shared by consecutive windows"})
-    max_answer_length: int = field(default=30, metadata={"help": "qa: longest answer in tokens"})
-    max_question_length: int = field(default=64, metadata={"help": "qa: longest question in tokens"})
-    allow_no_answer: bool = field(default=False, metadata={"help": 'qa: answer "" when [CLS] beats every span'})
+    doc_stride: int | None = field(
+        default=None, metadata={"help": "qa: tokens shared by consecutive windows (unset: the model's)"}
+    )
+    max_answer_length: int | None = field(default=None, metadata={"help": "qa: longest answer in tokens (unset: the model's)"})
+    max_question_length: int | None = field(
+        default=None, metadata={"help": "qa: longest question in tokens (unset: the model's)"}
+    )
+    allow_no_answer: bool | None = field(
+        default=None, metadata={"help": 'qa: answer "" when [CLS] beats every span (unset: the model\'s v2.0 setting)'}
+    )
     aggregation: Literal["first", "average"] = field(default="first", metadata={"help": "ner: word label rule"})
     stride: int | None = field(
         default=None,

@@ -2,7 +2,7 @@
 
     readers   glue.py squad.py conll.py swag.py custom.py   files -> examples (common.py: records, file reading)
     tasks     spec.py                                        name -> TaskSpec (family, reader, files, labels, metrics)
-    encode    features.py squad_post.py                      examples -> features; QA windows and n-best answers
+    encode    features.py squad_post.py                      examples -> features; QA windows (answers: clozeformer.spans)
     scores    metrics.py                                     GLUE / SQuAD / CMRC / CoNLL / SWAG metrics
     run       runner.py                                      features -> logits -> predictions -> scores / files
     verbs     finetune.py evaluate.py predict.py             `clozeformer finetune | evaluate | predict`

@@ -108,18 +108,20 @@ class FinetuneConfig(TaskDataConfig):
     group_by_length: bool = field(default=True, metadata=_help("batch examples of similar length together"))
     save_best: bool = field(default=True, metadata=_help("keep the checkpoint with the best dev score (else the last one)"))
     overwrite: bool = field(default=False, metadata=_help("allow writing into a non-empty --out"))
-    precision: Literal["fp32", "bf16"] = field(
-        default="fp32", metadata=_help("bf16 autocast only where the device supports it natively (CUDA); fp32 on CPUs")
+    precision: Literal["auto", "fp32", "bf16", "fp16"] = field(
+        default="auto",
+        metadata=_help("autocast number format; auto: bf16 on GPUs and AMX CPUs, fp16 on older GPUs, else fp32 (as `pretrain`)"),
     )
     dropout: float | None = field(
         default=None,
         metadata=_help("hidden and attention dropout while fine-tuning (saved in the model's config); unset: the model's own"),
     )
-    pooling: Literal["cls", "mean"] | None = field(
+    pooling: Literal["cls", "mean", "last"] | None = field(
         default=None,
         metadata=_help(
-            "sentence vector of classification/regression/multiple-choice heads: cls (BERT) or mean of the tokens "
-            "(clozeformer-only: transformers' heads read [CLS]); unset: the model's own (cls)"
+            "sentence vector of classification/regression/multiple-choice heads: cls (BERT), mean of the tokens or "
+            "last token (clozeformer-only: transformers' heads read [CLS]); unset: the model's own (cls; last for "
+            "a left-to-right model from `pretrain --objective clm`)"
         ),
     )
 

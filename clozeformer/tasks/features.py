@@ -18,6 +18,7 @@ import math
 import numpy as np
 import torch
 
+from clozeformer.spans import token_stride
 from clozeformer.tasks.common import ChoiceExample, Problems, TextExample, TokenExample
 
 # features with labels equal to this are ignored by every loss (cross-entropy ignore_index)
@@ -64,31 +65,42 @@ def encode_text(
 
 
 def encode_tokens(
-    tokenizer, examples: list[TokenExample], max_len: int, problems: Problems, label2id: dict[str, int] | None
+    tokenizer,
+    examples: list[TokenExample],
+    max_len: int,
+    problems: Problems,
+    label2id: dict[str, int] | None,
+    training: bool = True,
 ) -> list[dict]:
     """Token classification: each word's tag goes on its FIRST sub-token, -100 on the rest
-    (and on [CLS]/[SEP]), as in the BERT paper's NER setup."""
-    backend = private_backend(tokenizer, max_len)
+    (and on [CLS]/[SEP]), as in the BERT paper's NER setup.
+
+    Training truncates a sentence longer than `max_len` (its last words are not trained on, with
+    a warning). Otherwise a long sentence becomes overlapping windows (`clozeformer.spans`), as
+    the `ner` pipeline reads it, so every word is predicted."""
+    stride = token_stride(max_len)
+    backend = private_backend(tokenizer, max_len, **({} if training else {"stride": stride}))
     encodings = backend.encode_batch([ex.words for ex in examples], is_pretokenized=True)
     feats = []
     for i, (enc, ex) in enumerate(zip(encodings, examples)):
-        word_ids = list(enc.word_ids)
-        if enc.overflowing:
-            kept = max((w for w in word_ids if w is not None), default=-1) + 1
+        if training and enc.overflowing:
+            kept = max((w for w in enc.word_ids if w is not None), default=-1) + 1
             problems.warn(
                 "truncated",
                 ex.source,
                 f"sentence of {len(ex.words)} words is longer than "
-                f"max_seq_len={max_len} tokens; the last {len(ex.words) - kept} words get tag 'O'",
+                f"max_seq_len={max_len} tokens; the last {len(ex.words) - kept} words are not trained on",
             )
-        f = {"input_ids": enc.ids, "token_type_ids": enc.type_ids, "example_index": i, "word_ids": word_ids}
-        if ex.tags is not None:
-            labels, prev = [], None
-            for w in word_ids:
-                labels.append(IGNORE_INDEX if w is None or w == prev else label2id[ex.tags[w]])
-                prev = w
-            f["labels"] = labels
-        feats.append(f)
+        for window in [enc] if training else [enc, *enc.overflowing]:
+            word_ids = list(window.word_ids)
+            f = {"input_ids": window.ids, "token_type_ids": window.type_ids, "example_index": i, "word_ids": word_ids}
+            if ex.tags is not None and training:
+                labels, prev = [], None
+                for w in word_ids:
+                    labels.append(IGNORE_INDEX if w is None or w == prev else label2id[ex.tags[w]])
+                    prev = w
+                f["labels"] = labels
+            feats.append(f)
     return feats
 
 

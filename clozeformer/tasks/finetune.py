@@ -6,15 +6,14 @@
     task's main metric -> OUT/ (HF format: config.json with id2label/label2id,
     model.safetensors, vocab.txt, tokenizer_config.json) + metrics.json + finetune_config.json
 
-Everything runs in fp32 unless `--precision bf16` is asked for on a device with native bf16
-(CUDA); CPU autocast is not used.
+Optimizer, schedule, seeding, precision and the NaN guard are the training core's
+(`clozeformer.core`, `clozeformer.precision`), the same as `pretrain`'s.
 """
 
 from __future__ import annotations
 
 import argparse
 import math
-import random
 import sys
 import time
 from pathlib import Path
@@ -24,9 +23,12 @@ import torch
 
 from clozeformer.cliutil import add_dataclass_args, dataclass_from_args, load_config_file, print_config, save_config
 from clozeformer.config import PRESETS, BertConfig
+from clozeformer.core import Schedule, adamw, clip_and_check, param_groups, seed_everything, set_lr
 from clozeformer.device import resolve_device
 from clozeformer.errors import ClozeformerError
 from clozeformer.io import check_output_dir, mark_owned
+from clozeformer.precision import resolve_precision
+from clozeformer.spans import effective_stride
 from clozeformer.tasks import features as F
 from clozeformer.tasks.common import Problems
 from clozeformer.tasks.config import FinetuneConfig
@@ -94,6 +96,10 @@ def build_model(spec: TaskSpec, cfg: FinetuneConfig, tokenizer, labels: list[str
         overrides.update(hidden_dropout_prob=cfg.dropout, attention_probs_dropout_prob=cfg.dropout)
     if cfg.pooling is not None:
         overrides["classifier_pooling"] = cfg.pooling
+    elif not is_preset(cfg.model):
+        own = BertConfig.from_pretrained(cfg.model)
+        if own.is_decoder and own.classifier_pooling == "cls":
+            overrides["classifier_pooling"] = "last"  # left to right, [CLS] has seen only itself
     torch.manual_seed(cfg.seed)  # the new head (or the whole model) is initialised from the seed
     if is_preset(cfg.model):
         config = BertConfig.preset(cfg.model, vocab_size=tokenizer.vocab_size, pad_token_id=tokenizer.pad_token_id, **overrides)
@@ -110,37 +116,17 @@ def build_model(spec: TaskSpec, cfg: FinetuneConfig, tokenizer, labels: list[str
 # ----------------------------------------------------------------------------- optimisation
 
 
-def make_optimizer(model: torch.nn.Module, cfg: FinetuneConfig, total_steps: int):
-    """AdamW (no decay on biases and LayerNorm weights) + linear warmup then linear decay to 0."""
-    decay, no_decay = [], []
-    for name, p in model.named_parameters():
-        if not p.requires_grad:
-            continue
-        (no_decay if name.endswith("bias") or "LayerNorm" in name else decay).append(p)
-    groups = [{"params": decay, "weight_decay": cfg.weight_decay}, {"params": no_decay, "weight_decay": 0.0}]
-    try:
-        # the fused kernel does the same update in one pass per tensor: ~7x faster than the
-        # per-op path on CPU, where the 30k-row embedding matrix dominates a small model's step
-        opt = torch.optim.AdamW(groups, lr=cfg.lr, betas=(0.9, 0.999), eps=cfg.adam_eps, fused=True)
-    except (RuntimeError, TypeError):  # a device/dtype without a fused kernel
-        opt = torch.optim.AdamW(groups, lr=cfg.lr, betas=(0.9, 0.999), eps=cfg.adam_eps)
-    warmup = int(cfg.warmup_ratio * total_steps)
-
-    def lr_lambda(step: int) -> float:
-        if step < warmup:
-            return step / max(1, warmup)
-        return max(0.0, (total_steps - step) / max(1, total_steps - warmup))
-
-    return opt, torch.optim.lr_scheduler.LambdaLR(opt, lr_lambda), warmup
-
-
-def seed_everything(seed: int) -> None:
-    random.seed(seed)
-    np.random.seed(seed)
-    torch.manual_seed(seed)
+def make_optimizer(model: torch.nn.Module, cfg: FinetuneConfig, total_steps: int) -> tuple[torch.optim.Optimizer, Schedule]:
+    """The core's AdamW over BERT's weight-decay groups + linear warmup (the first
+    `warmup_ratio` of the steps) then linear decay towards 0."""
+    opt = adamw(param_groups(model, cfg.weight_decay), cfg.lr, eps=cfg.adam_eps)
+    return opt, Schedule("linear", warmup_steps=int(cfg.warmup_ratio * total_steps))
 
 
 # ----------------------------------------------------------------------------- the loop
+
+#: consecutive NaN/Inf steps (each skipped) after which fine-tuning stops with an error
+MAX_BAD_STEPS = 5
 
 
 def check_out(out: str | None, overwrite: bool) -> Path:
@@ -172,7 +158,7 @@ def finetune(cfg: FinetuneConfig) -> dict:
         torch.set_num_threads(cfg.threads)
     seed_everything(cfg.seed)
     device = resolve_device(cfg.device)
-    _autocast(cfg.precision, device)  # refuse bf16 where it is not native before any work is done
+    precision = resolve_precision(cfg.precision, device)  # refuse fp16 on CPU before any work is done
     tokenizer = load_tokenizer(cfg.tokenizer, cfg.model)
 
     problems = Problems()
@@ -209,15 +195,26 @@ def finetune(cfg: FinetuneConfig) -> dict:
         raise ClozeformerError(
             f"--max-seq-len {runner.max_len} exceeds the model's max_position_embeddings ({model.config.max_position_embeddings})"
         )
-    if spec.family == "qa":
-        model.config.extra["qa_version_2"] = version_2
+    if spec.family == "token":  # the `ner` pipeline's windows: those evaluation reads with
+        model.config.extra["ner_max_seq_len"] = runner.max_len
+    if spec.family == "qa":  # how `qa` and `serve` window and decode this model: as evaluation does
+        model.config.extra.update(
+            qa_version_2=version_2,
+            qa_max_seq_len=runner.max_len,
+            qa_doc_stride=effective_stride(runner.max_len, cfg.max_query_len, cfg.doc_stride),
+            qa_max_query_len=cfg.max_query_len,
+            qa_max_answer_len=cfg.max_answer_len,
+            qa_n_best=cfg.n_best,
+            qa_null_threshold=cfg.null_threshold,
+        )
     model.to(device)
     out.mkdir(parents=True, exist_ok=True)
     mark_owned(out, "finetune", complete=False)  # a killed run leaves a directory no verb loads as a model
     save_config(cfg, out / "finetune_config.json")
     steps_per_epoch = F.num_batches(len(train_feats), cfg.batch_size)
     total_steps = max(1, math.ceil(cfg.epochs * steps_per_epoch))
-    optimizer, scheduler, warmup = make_optimizer(model, cfg, total_steps)
+    optimizer, schedule = make_optimizer(model, cfg, total_steps)
+    scaler = torch.amp.GradScaler(device.type) if precision.needs_grad_scaler else None
     print(
         f"task {spec.name} ({spec.title}, {spec.family}): {len(train_ex)} train examples"
         f"{f' (of {n_train_total})' if len(train_ex) < n_train_total else ''} -> {len(train_feats)} features; "
@@ -227,8 +224,8 @@ def finetune(cfg: FinetuneConfig) -> dict:
         print(f"labels ({len(labels)}): {', '.join(labels[:12])}{' ...' if len(labels) > 12 else ''}")
     print(
         f"model {cfg.model}: {model.num_parameters() / 1e6:.2f}M parameters on {device}; {total_steps} steps "
-        f"({steps_per_epoch}/epoch, warmup {warmup}), batch {cfg.batch_size}, lr {cfg.lr:g}, "
-        f"max_seq_len {runner.max_len}"
+        f"({steps_per_epoch}/epoch, warmup {schedule.warmup_steps}), batch {cfg.batch_size}, lr {cfg.lr:g}, "
+        f"max_seq_len {runner.max_len}, precision {precision.name}"
     )
 
     history: list[dict] = []
@@ -267,7 +264,7 @@ def finetune(cfg: FinetuneConfig) -> dict:
     lengths = [F.feature_length(f) for f in train_feats]
     pad_id = tokenizer.pad_token_id
     t0 = time.monotonic()
-    step, epoch, last_eval = 0, 0, -1
+    step, epoch, last_eval, bad_streak = 0, 0, -1, 0
     loss_sum, loss_n = 0.0, 0
     stopped_early = False
     model.train()
@@ -279,37 +276,52 @@ def finetune(cfg: FinetuneConfig) -> dict:
         dynamic_ncols=True,
         mininterval=0.1 if sys.stderr.isatty() else 5.0,
     )
-    while step < total_steps and not stopped_early:
-        batches = F.batch_indices(
-            lengths, cfg.batch_size, shuffle=True, seed=cfg.seed + epoch, group_by_length=cfg.group_by_length
-        )
-        for idx in batches:
-            batch = {k: v.to(device) for k, v in F.collate([train_feats[i] for i in idx], pad_id).items()}
-            with _autocast(cfg.precision, device):
-                loss = runner.forward(model, batch).loss
-            loss.backward()
-            if cfg.max_grad_norm > 0:
-                torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.max_grad_norm)
-            optimizer.step()
-            scheduler.step()
-            optimizer.zero_grad(set_to_none=True)
-            step += 1
-            loss_sum += loss.item()
-            loss_n += 1
-            bar.update(1)
-            bar.set_postfix(loss=f"{loss.item():.4f}", lr=f"{scheduler.get_last_lr()[0]:.2e}", refresh=False)
-            if cfg.max_time is not None and time.monotonic() - t0 > cfg.max_time * 60:
-                stopped_early = True
-            if step >= total_steps or stopped_early:
-                break
-            if cfg.eval_every and step % cfg.eval_every == 0:
-                evaluate_now(step, step / steps_per_epoch, loss_sum / max(loss_n, 1))
+    try:
+        while step < total_steps and not stopped_early:
+            batches = F.batch_indices(
+                lengths, cfg.batch_size, shuffle=True, seed=cfg.seed + epoch, group_by_length=cfg.group_by_length
+            )
+            for idx in batches:
+                batch = {k: v.to(device) for k, v in F.collate([train_feats[i] for i in idx], pad_id).items()}
+                with precision.autocast():
+                    loss = runner.forward(model, batch).loss
+                (scaler.scale(loss) if scaler else loss).backward()
+                if scaler:
+                    scaler.unscale_(optimizer)
+                loss_value = loss.item()
+                _, bad = clip_and_check(model.parameters(), cfg.max_grad_norm, loss_value, scaled=scaler is not None)
+                lr = cfg.lr * schedule.factor(step, total_steps)
+                if not bad:
+                    set_lr(optimizer, lr)
+                    scaler.step(optimizer) if scaler else optimizer.step()
+                if scaler:
+                    scaler.update()
+                optimizer.zero_grad(set_to_none=True)
+                step += 1
+                bad_streak = bad_streak + 1 if bad else 0
+                if bad_streak >= MAX_BAD_STEPS:
+                    raise ClozeformerError(
+                        f"{bad_streak} consecutive steps with a NaN/Inf loss or gradient (steps {step - bad_streak + 1}-{step}, "
+                        f"none applied); stopping. Try a lower --lr, a larger --warmup-ratio or --precision fp32"
+                    )
+                if not bad:
+                    loss_sum += loss_value
+                    loss_n += 1
+                bar.update(1)
+                bar.set_postfix(loss=f"{loss_value:.4f}", lr=f"{lr:.2e}", refresh=False)
+                if cfg.max_time is not None and time.monotonic() - t0 > cfg.max_time * 60:
+                    stopped_early = True
+                if step >= total_steps or stopped_early:
+                    break
+                if cfg.eval_every and step % cfg.eval_every == 0:
+                    evaluate_now(step, step / steps_per_epoch, loss_sum / max(loss_n, 1))
+                    loss_sum, loss_n, last_eval = 0.0, 0, step
+            epoch += 1
+            if last_eval != step:
+                evaluate_now(step, step / steps_per_epoch, loss_sum / max(loss_n, 1) if loss_n else None)
                 loss_sum, loss_n, last_eval = 0.0, 0, step
-        epoch += 1
-        if last_eval != step:
-            evaluate_now(step, step / steps_per_epoch, loss_sum / max(loss_n, 1) if loss_n else None)
-            loss_sum, loss_n, last_eval = 0.0, 0, step
-    bar.close()
+    finally:
+        bar.close()  # before any error line, so it starts a line of its own
     train_seconds = time.monotonic() - t0
     if stopped_early:
         print(f"stopped after {step} steps: --max-time {cfg.max_time} min reached")
@@ -341,16 +353,6 @@ def finetune(cfg: FinetuneConfig) -> dict:
     else:
         print(f"model saved to {out}")
     return result
-
-
-def _autocast(precision: str, device: torch.device):
-    import contextlib
-
-    if precision == "fp32":
-        return contextlib.nullcontext()
-    if device.type == "cuda" and torch.cuda.is_bf16_supported():
-        return torch.autocast("cuda", dtype=torch.bfloat16)
-    raise ClozeformerError(f"--precision bf16 needs a device with native bf16 (CUDA); {device} has none: use --precision fp32")
 
 
 # ----------------------------------------------------------------------------- CLI

@@ -7,6 +7,7 @@ three encode, decode and score identically. It branches on the task family
 
 from __future__ import annotations
 
+from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -14,6 +15,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from clozeformer import spans
 from clozeformer.errors import ClozeformerError
 from clozeformer.tasks import features as F
 from clozeformer.tasks import glue, metrics, squad_post
@@ -101,7 +103,7 @@ class TaskRunner:
         if fam in ("classification", "regression"):
             return F.encode_text(self.tokenizer, examples, self.max_len, problems, self.label2id, regression=fam == "regression")
         if fam == "token":
-            return F.encode_tokens(self.tokenizer, examples, self.max_len, problems, self.label2id)
+            return F.encode_tokens(self.tokenizer, examples, self.max_len, problems, self.label2id, training)
         if fam == "choice":
             return F.encode_choices(self.tokenizer, examples, self.max_len, problems)
         return squad_post.make_windows(
@@ -166,17 +168,19 @@ class TaskRunner:
         assert self.labels is not None
         if fam == "classification":
             return Decoded([self.labels[int(np.argmax(o))] for o in outputs])
-        # token: each word takes the prediction at its first sub-token; words cut off by
-        # truncation (or that tokenized to nothing) get the outside tag
+        # token: the windows of each example decoded as the `ner` pipeline does (clozeformer.spans);
+        # words that tokenized to nothing get the outside tag
         outside = "O" if "O" in self.labels else self.labels[0]
+        by_example: dict[int, list[int]] = defaultdict(list)
+        for j, f in enumerate(feats):
+            by_example[f["example_index"]].append(j)
         preds = []
-        for ex, f, logits in zip(examples, feats, outputs):
+        for i, ex in enumerate(examples):
             tags = [outside] * len(ex.words)
-            prev = None
-            for t, w in enumerate(f["word_ids"]):
-                if w is not None and w != prev:
-                    tags[w] = self.labels[int(np.argmax(logits[t]))]
-                prev = w
+            rows = by_example.get(i, [])
+            words = spans.word_predictions([feats[j]["word_ids"] for j in rows], [spans.softmax(outputs[j]) for j in rows])
+            for word, k, _, _, _ in words:
+                tags[word] = self.labels[k]
             preds.append(tags)
         return Decoded(preds)
 

@@ -12,11 +12,7 @@ Training targets. The answer's character span is mapped to the first and last to
 in each window; a window that does not contain the whole answer (and every window of a v2.0
 no-answer question) targets [CLS] (index 0), as in BERT.
 
-Answers (n-best search). For each window, the `n_best` highest start and end logits are paired;
-a pair is a candidate if both tokens are in the context, end >= start, and the span has at most
-`max_answer_len` tokens. Candidates of all windows of a question are ranked by start + end logit.
-For SQuAD v2.0 the "null" score (start + end logit at [CLS]; the minimum over windows) competes:
-the answer is empty when `null - best_span > null_threshold` (BERT's `null_score_diff_threshold`).
+Answers: `clozeformer.spans.decode_question`, the decoder `qa` and `serve` use too.
 """
 
 from __future__ import annotations
@@ -25,28 +21,9 @@ from collections import defaultdict
 
 import numpy as np
 
-from clozeformer.errors import ClozeformerError
+from clozeformer.spans import decode_question, effective_stride
 from clozeformer.tasks.common import Problems, QAExample
 from clozeformer.tasks.features import private_backend
-
-#: special tokens around a question/context pair: [CLS] q [SEP] c [SEP]
-NUM_SPECIAL = 3
-
-
-def effective_stride(max_seq_len: int, max_query_len: int, doc_stride: int) -> int:
-    """`doc_stride`, lowered when it would not leave a new context token per window.
-
-    The tokenizers library requires overlap < room for context; with the smallest room a
-    window can have (the longest allowed question) half the room is used instead.
-    """
-    room = max_seq_len - max_query_len - NUM_SPECIAL
-    if room < 2:
-        raise ClozeformerError(
-            f"max_seq_len={max_seq_len} leaves no room for a context after a question of "
-            f"up to max_query_len={max_query_len} tokens; raise --max-seq-len or lower "
-            "--max-query-len"
-        )
-    return doc_stride if doc_stride < room else room // 2
 
 
 def _truncate_questions(tokenizer, examples: list[QAExample], max_query_len: int, problems: Problems) -> list[str]:
@@ -132,7 +109,8 @@ def postprocess(
     version_2: bool = False,
     null_threshold: float = 0.0,
 ) -> tuple[dict[str, str], dict[str, list[dict]], dict[str, float]]:
-    """(predictions {qid: text}, n-best lists {qid: [...]}, null odds {qid: null - best span})."""
+    """(predictions {qid: text}, n-best lists {qid: [...]}, null odds {qid: null - best span}),
+    each question decoded by `clozeformer.spans.decode_question` (the decoder serving uses)."""
     by_example: dict[int, list[int]] = defaultdict(list)
     for j, f in enumerate(features):
         by_example[f["example_index"]].append(j)
@@ -140,49 +118,17 @@ def postprocess(
     nbest_out: dict[str, list[dict]] = {}
     null_odds: dict[str, float] = {}
     for i, ex in enumerate(examples):
-        candidates = []
-        null_score = None
-        for j in by_example.get(i, []):
-            offsets = features[j]["offsets"]
-            s_log, e_log = start_logits[j][: len(offsets)], end_logits[j][: len(offsets)]
-            feat_null = float(s_log[0] + e_log[0])
-            null_score = feat_null if null_score is None else min(null_score, feat_null)
-            starts = np.argsort(s_log)[::-1][:n_best]
-            ends = np.argsort(e_log)[::-1][:n_best]
-            for s in starts:
-                if offsets[s] is None:
-                    continue
-                for e in ends:
-                    if offsets[e] is None or e < s or e - s + 1 > max_answer_len:
-                        continue
-                    text = ex.context[offsets[s][0] : offsets[e][1]]
-                    candidates.append((float(s_log[s] + e_log[e]), float(s_log[s]), float(e_log[e]), text))
-        candidates.sort(key=lambda c: c[0], reverse=True)
-        # keep the best-scoring occurrence of each distinct text (windows overlap)
-        seen, best = set(), []
-        for c in candidates:
-            if c[3] not in seen:
-                seen.add(c[3])
-                best.append(c)
-            if len(best) == n_best:
-                break
-        entries = [{"text": t, "score": sc, "start_logit": sl, "end_logit": el} for sc, sl, el, t in best]
-        if version_2 and null_score is not None:
-            entries.append({"text": "", "score": null_score, "start_logit": None, "end_logit": None})
-            entries.sort(key=lambda d: d["score"], reverse=True)
-        if entries:
-            scores = np.array([d["score"] for d in entries])
-            probs = np.exp(scores - scores.max())
-            probs /= probs.sum()
-            for d, p in zip(entries, probs):
-                d["probability"] = float(p)
-        nbest_out[ex.qid] = entries
-        best_text = best[0][3] if best else ""
-        if version_2:
-            diff = (null_score if null_score is not None else 0.0) - (best[0][0] if best else -np.inf)
-            diff = float(diff) if np.isfinite(diff) else 1e9
-            null_odds[ex.qid] = diff
-            predictions[ex.qid] = "" if diff > null_threshold else best_text
-        else:
-            predictions[ex.qid] = best_text
+        windows = [(features[j]["offsets"], start_logits[j], end_logits[j]) for j in by_example.get(i, [])]
+        answer = decode_question(
+            ex.context,
+            windows,
+            n_best=n_best,
+            max_answer_len=max_answer_len,
+            version_2=version_2,
+            null_threshold=null_threshold,
+        )
+        predictions[ex.qid] = answer.text
+        nbest_out[ex.qid] = answer.nbest
+        if answer.null_odds is not None:
+            null_odds[ex.qid] = answer.null_odds
     return predictions, nbest_out, null_odds

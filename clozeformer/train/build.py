@@ -6,17 +6,23 @@ from pathlib import Path
 
 from clozeformer.config import BertConfig
 from clozeformer.errors import ClozeformerError
-from clozeformer.model import BertForMaskedLM, BertForPreTraining, ElectraForPreTraining, electra_generator_config
+from clozeformer.model import (
+    BertForMaskedLM,
+    BertForPreTraining,
+    BertLMHeadModel,
+    ElectraForPreTraining,
+    electra_generator_config,
+)
 from clozeformer.train.config import PretrainConfig
 
 
 def build_model(cfg: PretrainConfig, manifest: dict, data_dir: Path, ckpt: Path | None):
-    """BertForMaskedLM (objective mlm), BertForPreTraining (mlm_nsp) or ElectraForPreTraining
-    (electra), from a checkpoint being resumed, --init-from, --config or a preset; its vocabulary
+    """BertForMaskedLM (objective mlm), BertForPreTraining (mlm_nsp), BertLMHeadModel (clm) or
+    ElectraForPreTraining (electra), from a checkpoint being resumed, --init-from, --config or a preset; its vocabulary
     must be the data's. ELECTRA from --init-from: the encoder from that directory, the generator
     from its generator/ (or fresh)."""
     over = {} if cfg.dropout is None else {"hidden_dropout_prob": cfg.dropout, "attention_probs_dropout_prob": cfg.dropout}
-    cls = BertForPreTraining if cfg.objective == "mlm_nsp" else BertForMaskedLM
+    cls = {"mlm_nsp": BertForPreTraining, "clm": BertLMHeadModel}.get(cfg.objective, BertForMaskedLM)
     vocab, seq_len = manifest["vocab_size"], manifest["seq_len"]
     if ckpt is not None or cfg.init_from:
         source = Path(ckpt or cfg.init_from)

@@ -126,12 +126,6 @@ def preserve_rng():
     np.random.set_state(np_state)
 
 
-def seed_everything(seed: int) -> None:
-    random.seed(seed)
-    np.random.seed(seed % 2**32)
-    torch.manual_seed(seed)
-
-
 def rng_bytes() -> bytes:
     from safetensors.torch import save
 

@@ -68,12 +68,14 @@ class PretrainConfig:
     dropout: float | None = field(
         default=None, metadata=_help("hidden and attention dropout; unset: the recipe's (0 for tiny/mini, else the config's)")
     )
-    objective: Literal["mlm", "mlm_nsp", "electra"] = field(
+    objective: Literal["mlm", "mlm_nsp", "electra", "clm"] = field(
         default="mlm",
         metadata=_help(
-            "mlm (RoBERTa-style, saves BertForMaskedLM), mlm_nsp (original BERT, needs NSP-prepared data) or "
+            "mlm (RoBERTa-style, saves BertForMaskedLM), mlm_nsp (original BERT, needs NSP-prepared data), "
             "electra (replaced-token detection: a small generator fills the masks, the encoder labels every "
-            "token original/replaced; saves the encoder, with the generator in generator/)"
+            "token original/replaced; saves the encoder, with the generator in generator/) or clm (the "
+            "left-to-right baseline: causal attention, next-token loss at every token, reported as the "
+            "mlm_* metrics; saves BertLMHeadModel, whose fine-tuned models stay left-to-right)"
         ),
     )
     generator_fraction: float = field(

@@ -30,17 +30,18 @@ from tqdm import tqdm
 
 from clozeformer import __version__
 from clozeformer.cliutil import config_dict, print_config, save_config
+from clozeformer.core import Schedule, clip_and_check, seed_everything, set_lr
 from clozeformer.data.loader import MaskingConfig, PretrainLoader, read_manifest
 from clozeformer.errors import ClozeformerError
 from clozeformer.model import ElectraForPreTraining
+from clozeformer.precision import enable_tf32, resolve_precision
 from clozeformer.train import checkpoint as ckpt_io
 from clozeformer.train import distributed
 from clozeformer.train.build import build_model
-from clozeformer.train.checkpoint import preserve_rng, seed_everything
+from clozeformer.train.checkpoint import preserve_rng
 from clozeformer.train.config import PretrainConfig
 from clozeformer.train.metrics import MetricsLog
-from clozeformer.train.optim import Budget, Schedule, build_optimizer, optimizer_kernel
-from clozeformer.train.precision import enable_tf32, resolve_precision
+from clozeformer.train.optim import Budget, build_optimizer, optimizer_kernel
 
 #: config fields that may change between a run and its resumption without affecting exactness
 RESUME_FREE_FIELDS = {
@@ -81,6 +82,7 @@ class Trainer:
         self.manifest = read_manifest(self.data_dir)
         self.nsp = cfg.objective == "mlm_nsp"
         self.electra = cfg.objective == "electra"
+        self.causal = cfg.objective == "clm"  # next-token labels instead of masking
         if self.nsp and self.manifest["mode"] != "nsp":
             raise ClozeformerError(
                 f"--objective mlm_nsp needs NSP data, but {self.data_dir / 'manifest.json'} "
@@ -104,7 +106,7 @@ class Trainer:
         self.model = torch.compile(self.raw) if cfg.compile else self.raw
         if info.distributed and not cfg.fsdp:
             self.model = distributed.wrap_ddp(self.model, info)
-        self.opt = build_optimizer(self.raw, cfg, info.device.type)
+        self.opt = build_optimizer(self.raw, cfg)
         self.scaler = torch.amp.GradScaler(info.device.type) if self.precision.needs_grad_scaler else None
 
         self.masking = MaskingConfig(
@@ -135,6 +137,7 @@ class Trainer:
             masking=self.masking,
             shuffle=split == "train",
             drop_last=split == "train",
+            causal=self.causal,
         )
 
     def _find_checkpoint(self) -> Path | None:
@@ -268,15 +271,12 @@ class Trainer:
             loss_value += self.raw.rtd_weight * red[4] / n_tok
         if self.scaler is not None:
             self.scaler.unscale_(self.opt)
-        norm = torch.nn.utils.clip_grad_norm_(self.raw.parameters(), cfg.max_grad_norm or float("inf"))
-        norm = float(norm.full_tensor() if hasattr(norm, "full_tensor") else norm)
         # with fp16 an overflowing gradient is routine: GradScaler skips that step and lowers the scale
-        bad = not math.isfinite(loss_value) or (self.scaler is None and not math.isfinite(norm))
+        norm, bad = clip_and_check(self.raw.parameters(), cfg.max_grad_norm, loss_value, scaled=self.scaler is not None)
         horizon = budget.horizon(self.state.step, red[6])
         lr = cfg.lr * sched.factor(self.state.step, horizon)
         if not bad:
-            for group in self.opt.param_groups:
-                group["lr"] = lr
+            set_lr(self.opt, lr)
             self.scaler.step(self.opt) if self.scaler else self.opt.step()
         if self.scaler is not None:
             self.scaler.update()

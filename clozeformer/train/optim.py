@@ -1,14 +1,13 @@
-"""Optimizers and learning-rate schedules for pretraining.
+"""Pretraining's optimizer choice and budgets, on top of the shared core (`clozeformer.core`).
 
-* `param_groups`: BERT's rule, weight decay on every matrix and embedding, none on biases and
-  LayerNorm parameters (google-research/bert `optimization.py`, `exclude_from_weight_decay`).
-* `build_optimizer`: torch's AdamW (fused kernel where torch has one for the device, checked
-  against the foreach kernel in tests/test_optim.py) or `Lamb` below.
+* `build_optimizer`: the core's AdamW (fused kernel where torch has one for the device, checked
+  against the foreach kernel in tests/test_optim.py) or `Lamb` below, over the core's
+  weight-decay groups.
 * `Lamb`: torch ships none. LAMB = Adam's direction, rescaled per tensor by the trust ratio
   ||w|| / ||update|| so every layer moves by a similar relative amount; it is what made
   64k-sequence batches trainable (You et al. 2020, https://arxiv.org/abs/1904.00962, Alg. 2).
-* `Schedule` + `Budget`: linear warmup, then linear / cosine decay or constant, over a horizon
-  set by a step, token or wall-clock budget.
+* `Budget`: the schedule's horizon (`clozeformer.core.Schedule`) set by a step, token or
+  wall-clock budget.
 """
 
 from __future__ import annotations
@@ -19,21 +18,8 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
+from clozeformer.core import adamw, param_groups
 from clozeformer.train.config import PretrainConfig
-
-
-def param_groups(model: nn.Module, weight_decay: float) -> list[dict]:
-    """[decayed params, non-decayed params]; a tied weight is listed once (named_parameters dedups)."""
-    no_decay_ids = {id(p) for m in model.modules() if isinstance(m, nn.LayerNorm) for p in m.parameters(recurse=False)}
-    decay, no_decay = [], []
-    for name, p in model.named_parameters():
-        if not p.requires_grad:
-            continue
-        if id(p) in no_decay_ids or name.split(".")[-1] == "bias":
-            no_decay.append(p)
-        else:
-            decay.append(p)
-    return [{"params": decay, "weight_decay": weight_decay}, {"params": no_decay, "weight_decay": 0.0}]
 
 
 class Lamb(torch.optim.Optimizer):
@@ -96,27 +82,12 @@ class Lamb(torch.optim.Optimizer):
         return loss
 
 
-def _adamw(groups: list[dict], cfg: PretrainConfig, device_type: str) -> torch.optim.Optimizer:
-    kw = dict(lr=cfg.lr, betas=(cfg.adam_beta1, cfg.adam_beta2), eps=cfg.adam_eps)
-    impl = cfg.optimizer_impl
-    if impl == "auto":
-        # The fused kernel does the whole update in one pass per tensor list (CPU since torch 2.4);
-        # fall back to foreach where the device or torch build has no fused AdamW.
-        try:
-            return torch.optim.AdamW(groups, fused=True, **kw)
-        except (RuntimeError, ValueError):
-            impl = "foreach"
-    if impl == "fused":
-        return torch.optim.AdamW(groups, fused=True, **kw)
-    return torch.optim.AdamW(groups, foreach=impl == "foreach", **kw)
-
-
-def build_optimizer(model: nn.Module, cfg: PretrainConfig, device_type: str = "cpu") -> torch.optim.Optimizer:
+def build_optimizer(model: nn.Module, cfg: PretrainConfig) -> torch.optim.Optimizer:
     groups = param_groups(model, cfg.weight_decay)
     if cfg.optimizer == "lamb":
         groups[1]["layer_adaptation"] = False
         return Lamb(groups, lr=cfg.lr, betas=(cfg.adam_beta1, cfg.adam_beta2), eps=cfg.adam_eps)
-    return _adamw(groups, cfg, device_type)
+    return adamw(groups, cfg.lr, (cfg.adam_beta1, cfg.adam_beta2), cfg.adam_eps, cfg.optimizer_impl)
 
 
 def optimizer_kernel(opt: torch.optim.Optimizer) -> str:
@@ -127,32 +98,7 @@ def optimizer_kernel(opt: torch.optim.Optimizer) -> str:
     return "fused" if d.get("fused") else "foreach" if d.get("foreach") else "for_loop"
 
 
-# ----------------------------------------------------------------------------- schedules
-
-
-@dataclass
-class Schedule:
-    """lr multiplier for the update with 0-based index `step`.
-
-    warmup: (step + 1) / warmup_steps, so the first update already moves the weights.
-    decay: progress p = (step - warmup) / (total - warmup) in [0, 1]; linear 1 - p, cosine
-    (1 + cos(pi p)) / 2, both rescaled to end at `min_ratio`; constant stays 1. The last update
-    of a run (step = total - 1) still has a small positive lr. Without a known `total` (a time
-    budget not yet measured) the multiplier after warmup is 1.
-    """
-
-    kind: str = "linear"
-    warmup_steps: int = 0
-    min_ratio: float = 0.0
-
-    def factor(self, step: int, total: int | None) -> float:
-        if step < self.warmup_steps:
-            return (step + 1) / self.warmup_steps
-        if self.kind == "constant" or total is None:
-            return 1.0
-        p = min(1.0, (step - self.warmup_steps) / max(1, total - self.warmup_steps))
-        f = 1.0 - p if self.kind == "linear" else 0.5 * (1.0 + math.cos(math.pi * p))
-        return self.min_ratio + (1.0 - self.min_ratio) * f
+# ----------------------------------------------------------------------------- budgets
 
 
 #: updates measured before a wall-clock budget is turned into a step horizon

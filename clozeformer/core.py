@@ -1,0 +1,108 @@
+"""The training core that `pretrain`, `finetune` and the experiments share: one copy of each.
+
+* `seed_everything`: Python, NumPy and torch generators from one integer.
+* `param_groups`: BERT's weight-decay rule, decay on every matrix and embedding, none on biases
+  and LayerNorm parameters (google-research/bert `optimization.py`, `exclude_from_weight_decay`).
+* `adamw`: torch's AdamW with the fused kernel where torch has one for the device, else foreach.
+* `Schedule` + `set_lr`: linear warmup, then linear / cosine decay or constant; ONE warmup
+  convention, (step + 1) / warmup_steps, so the first update already moves the weights.
+* `clip_and_check`: gradient clipping and the NaN/Inf guard of an update.
+
+Which number format a run computes in is `clozeformer.precision`; pretraining's extras
+(LAMB, step/token/time budgets) are `clozeformer.train.optim`.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+from torch import nn
+
+
+def seed_everything(seed: int) -> None:
+    """Seed Python's, NumPy's (which takes 32 bits) and torch's generators."""
+    random.seed(seed)
+    np.random.seed(seed % 2**32)
+    torch.manual_seed(seed)
+
+
+def param_groups(model: nn.Module, weight_decay: float) -> list[dict]:
+    """[decayed params, non-decayed params]; a tied weight is listed once (named_parameters dedups)."""
+    no_decay_ids = {id(p) for m in model.modules() if isinstance(m, nn.LayerNorm) for p in m.parameters(recurse=False)}
+    decay, no_decay = [], []
+    for name, p in model.named_parameters():
+        if not p.requires_grad:
+            continue
+        if id(p) in no_decay_ids or name.split(".")[-1] == "bias":
+            no_decay.append(p)
+        else:
+            decay.append(p)
+    return [{"params": decay, "weight_decay": weight_decay}, {"params": no_decay, "weight_decay": 0.0}]
+
+
+def adamw(
+    groups: list[dict],
+    lr: float,
+    betas: tuple[float, float] = (0.9, 0.999),
+    eps: float = 1e-6,
+    impl: str = "auto",
+) -> torch.optim.AdamW:
+    """AdamW; impl "auto" takes the fused kernel (one pass per tensor list; on CPU since torch
+    2.4, ~7x the per-op path for a small model whose embedding matrix dominates) and falls
+    back to foreach where the device or torch build has none. "fused", "foreach" and
+    "for_loop" force one."""
+    kw = dict(lr=lr, betas=betas, eps=eps)
+    if impl == "auto":
+        try:
+            return torch.optim.AdamW(groups, fused=True, **kw)
+        except (RuntimeError, ValueError, TypeError):
+            impl = "foreach"
+    if impl == "fused":
+        return torch.optim.AdamW(groups, fused=True, **kw)
+    return torch.optim.AdamW(groups, foreach=impl == "foreach", **kw)
+
+
+@dataclass
+class Schedule:
+    """lr multiplier for the update with 0-based index `step`.
+
+    warmup: (step + 1) / warmup_steps, so the first update already moves the weights.
+    decay: progress p = (step - warmup) / (total - warmup) in [0, 1]; linear 1 - p, cosine
+    (1 + cos(pi p)) / 2, both rescaled to end at `min_ratio`; constant stays 1. The last update
+    of a run (step = total - 1) still has a small positive lr. Without a known `total` (a time
+    budget not yet measured) the multiplier after warmup is 1.
+    """
+
+    kind: str = "linear"
+    warmup_steps: int = 0
+    min_ratio: float = 0.0
+
+    def factor(self, step: int, total: int | None) -> float:
+        if step < self.warmup_steps:
+            return (step + 1) / self.warmup_steps
+        if self.kind == "constant" or total is None:
+            return 1.0
+        p = min(1.0, (step - self.warmup_steps) / max(1, total - self.warmup_steps))
+        f = 1.0 - p if self.kind == "linear" else 0.5 * (1.0 + math.cos(math.pi * p))
+        return self.min_ratio + (1.0 - self.min_ratio) * f
+
+
+def set_lr(opt: torch.optim.Optimizer, lr: float) -> None:
+    for group in opt.param_groups:
+        group["lr"] = lr
+
+
+def clip_and_check(params, max_grad_norm: float, loss_value: float, scaled: bool = False) -> tuple[float, bool]:
+    """Clip the gradients to `max_grad_norm` (0 = no clipping, the norm is still measured).
+
+    Returns (norm, bad): bad when the loss or the norm is NaN/Inf, i.e. the update must be
+    skipped. With fp16 loss scaling (`scaled`) an overflowing norm is routine and GradScaler
+    skips that step itself, so only the loss decides."""
+    norm = torch.nn.utils.clip_grad_norm_(params, max_grad_norm or float("inf"))
+    norm = float(norm.full_tensor() if hasattr(norm, "full_tensor") else norm)  # FSDP: a DTensor
+    bad = not math.isfinite(loss_value) or (not scaled and not math.isfinite(norm))
+    return norm, bad
