@@ -102,7 +102,7 @@ def test_flags_and_config_file_values_are_type_checked(tmp_path, capsys):
     for key, value, expected in (
         ("lr", "fast", "lr must be a finite number"),
         ("max_steps", 2.7, "max_steps must be an integer"),
-        ("objective", "gpt", "objective must be one of 'mlm', 'mlm_nsp', 'electra'"),
+        ("objective", "gpt", "objective must be one of 'mlm', 'mlm_nsp', 'electra', 'clm'"),
         ("progress", "yes", "progress must be true or false"),
     ):
         cfg_file = tmp_path / "run.json"
