@@ -1,4 +1,4 @@
-"""`clozeformer finetune`: the fine-tuning loop, and the model/tokenizer loading it shares.
+"""`clozeformer finetune`: the fine-tuning loop (its model and tokenizer: tasks/loading.py).
 
     read train/dev -> labels -> features -> model (pretrained dir, or a preset at random init)
     -> AdamW + linear warmup/decay -> epochs of length-grouped, dynamically padded batches
@@ -22,7 +22,7 @@ import numpy as np
 import torch
 
 from clozeformer.cliutil import add_dataclass_args, dataclass_from_args, load_config_file, print_config, save_config
-from clozeformer.config import PRESETS, BertConfig
+from clozeformer.config import PRESETS
 from clozeformer.core import Schedule, adamw, clip_and_check, param_groups, seed_everything, set_lr
 from clozeformer.device import resolve_device
 from clozeformer.errors import ClozeformerError
@@ -32,86 +32,9 @@ from clozeformer.spans import effective_stride
 from clozeformer.tasks import features as F
 from clozeformer.tasks.common import Problems
 from clozeformer.tasks.config import FinetuneConfig
+from clozeformer.tasks.loading import build_task_model, is_preset, load_tokenizer
 from clozeformer.tasks.runner import SplitData, TaskRunner, check_labels, discover_labels, format_scores
-from clozeformer.tasks.spec import TaskSpec, get_task, resolve_files
-
-# ----------------------------------------------------------------------------- shared loading helpers
-
-
-def is_preset(model: str) -> bool:
-    return model in PRESETS and not Path(model).exists()
-
-
-def load_tokenizer(tokenizer: str | None, model: str):
-    from clozeformer.tokenizer import Tokenizer
-
-    if tokenizer is not None:
-        return Tokenizer.from_pretrained(tokenizer)
-    if is_preset(model):
-        raise ClozeformerError(f"--model {model} is a preset (random init): pass --tokenizer DIR_OR_VOCAB too")
-    if not (Path(model) / "vocab.txt").is_file():
-        raise ClozeformerError(f"{model}: no vocab.txt in the model directory; pass --tokenizer DIR_OR_VOCAB")
-    return Tokenizer.from_pretrained(model)
-
-
-def model_class(spec: TaskSpec):
-    from clozeformer import model as M
-
-    return getattr(M, spec.model_class_name)
-
-
-def head_overrides(spec: TaskSpec, labels: list[str] | None) -> dict:
-    """The config.json changes that shape the task head (HF field names)."""
-    if spec.family == "regression":
-        return {"num_labels": 1, "problem_type": "regression"}
-    if spec.family in ("classification", "token"):
-        assert labels is not None
-        id2label = dict(enumerate(labels))
-        kw = {"id2label": id2label, "label2id": {v: k for k, v in id2label.items()}}
-        if spec.family == "classification":
-            kw["problem_type"] = "single_label_classification"
-        return kw
-    return {}
-
-
-def check_vocab(tokenizer, config: BertConfig, where: str) -> None:
-    if tokenizer.vocab_size > config.vocab_size:
-        raise ClozeformerError(
-            f"{where}: the tokenizer has {tokenizer.vocab_size} tokens but the model's "
-            f"vocab_size is {config.vocab_size}: mismatched vocab (pass the model's own "
-            "vocab.txt with --tokenizer)"
-        )
-    if tokenizer.pad_token_id != config.pad_token_id:
-        raise ClozeformerError(
-            f"{where}: the tokenizer's [PAD] id is {tokenizer.pad_token_id} but the model's "
-            f"pad_token_id is {config.pad_token_id}: mismatched vocab"
-        )
-
-
-def build_model(spec: TaskSpec, cfg: FinetuneConfig, tokenizer, labels: list[str] | None):
-    """The task model from a pretrained directory (new head) or a preset at random init."""
-    cls = model_class(spec)
-    overrides = head_overrides(spec, labels)
-    if cfg.dropout is not None:
-        overrides.update(hidden_dropout_prob=cfg.dropout, attention_probs_dropout_prob=cfg.dropout)
-    if cfg.pooling is not None:
-        overrides["classifier_pooling"] = cfg.pooling
-    elif not is_preset(cfg.model):
-        own = BertConfig.from_pretrained(cfg.model)
-        if own.is_decoder and own.classifier_pooling == "cls":
-            overrides["classifier_pooling"] = "last"  # left to right, [CLS] has seen only itself
-    torch.manual_seed(cfg.seed)  # the new head (or the whole model) is initialised from the seed
-    if is_preset(cfg.model):
-        config = BertConfig.preset(cfg.model, vocab_size=tokenizer.vocab_size, pad_token_id=tokenizer.pad_token_id, **overrides)
-        model = cls(config)
-        where = f"preset {cfg.model}"
-    else:
-        model = cls.from_pretrained(cfg.model, **overrides)
-        where = str(cfg.model)
-    check_vocab(tokenizer, model.config, where)
-    model.config.extra["finetuning_task"] = spec.name
-    return model
-
+from clozeformer.tasks.spec import get_task, resolve_files
 
 # ----------------------------------------------------------------------------- optimisation
 
@@ -190,7 +113,7 @@ def finetune(cfg: FinetuneConfig) -> dict:
     for ev in evals:
         ev.features = runner.featurize(ev.examples, problems, training=False)
 
-    model = build_model(spec, cfg, tokenizer, labels)
+    model = build_task_model(spec, cfg, tokenizer, labels)
     if runner.max_len > model.config.max_position_embeddings:
         raise ClozeformerError(
             f"--max-seq-len {runner.max_len} exceeds the model's max_position_embeddings ({model.config.max_position_embeddings})"

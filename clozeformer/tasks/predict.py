@@ -18,7 +18,7 @@ import time
 
 from clozeformer.cliutil import add_dataclass_args, print_config
 from clozeformer.tasks.config import PredictConfig
-from clozeformer.tasks.evaluate import Session, config_from_args
+from clozeformer.tasks.loading import Session, task_config_from_args
 from clozeformer.tasks.runner import format_scores, gold_labels
 
 
@@ -61,7 +61,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
-    cfg = config_from_args(PredictConfig, args)
+    cfg = task_config_from_args(PredictConfig, args)
     print_config(cfg)
     predict(cfg)
     return 0
