@@ -24,6 +24,11 @@ T = TypeVar("T")
 _UNSET = object()
 
 
+def flag_help(text: str, **kw) -> dict:
+    """A config field's metadata: its --help text (and e.g. choices=...)."""
+    return {"help": text, **kw}
+
+
 def finite_float(text: str) -> float:
     """argparse type for float flags: a finite number (`--lr nan` or `--epochs inf` is a user error)."""
     try:

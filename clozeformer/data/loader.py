@@ -36,6 +36,7 @@ from clozeformer.data.masking import (
 from clozeformer.data.prepare import FORMAT_VERSION, MANIFEST
 from clozeformer.errors import ClozeformerError
 from clozeformer.io import read_json_object
+from clozeformer.padding import pad_right
 
 __all__ = ["PretrainLoader", "PretrainDataset", "MaskingConfig", "read_manifest"]
 
@@ -209,17 +210,10 @@ class PretrainLoader:
         import torch
 
         rows = self.dataset.gather(indices)
-        lens = np.fromiter((len(r["input_ids"]) for r in rows), dtype=np.int64, count=len(rows))
-        t = int(lens.max())
-        ids = np.full((len(rows), t), self.pad_id, dtype=np.int64)  # (B, T)
-        for i, r in enumerate(rows):
-            ids[i, : lens[i]] = r["input_ids"]
-        pos = np.arange(t)[None, :]
-        attn = (pos < lens[:, None]).astype(np.int64)  # (B, T)
+        ids, attn = pad_right([r["input_ids"] for r in rows], self.pad_id)  # (B, T) each
+        pos = np.arange(ids.shape[1])[None, :]
         if self.dataset.static:
-            labels = np.full_like(ids, IGNORE_INDEX)
-            for i, r in enumerate(rows):
-                labels[i, : lens[i]] = r["labels"]
+            labels, _ = pad_right([r["labels"] for r in rows], IGNORE_INDEX, ids.shape[1])
             masked = ids
             if self.causal:  # static shards store the masked text: restore it first
                 ids = np.where(labels != IGNORE_INDEX, labels, ids)

@@ -40,9 +40,10 @@ from typing import Literal
 
 import numpy as np
 
-from clozeformer.data.masking import MaskingConfig, TokenTable, mask_tokens, pad_batch, sample_keys
+from clozeformer.data.masking import MaskingConfig, TokenTable, mask_tokens, sample_keys
 from clozeformer.data.readers import FORMATS, CorpusReader, Document, split_sentences
 from clozeformer.errors import ClozeformerError
+from clozeformer.padding import pad_right
 
 MANIFEST = "manifest.json"
 FORMAT_VERSION = 1
@@ -469,7 +470,7 @@ class ShardWriter:
 
 def _static_masker(table: TokenTable, cfg: MaskingConfig, seed: int, split_code: int):
     def mask(seqs: list[np.ndarray], first_index: int) -> tuple[np.ndarray, np.ndarray]:
-        ids, attn = pad_batch(seqs, table.pad_id)
+        ids, attn = pad_right(seqs, table.pad_id)
         keys = sample_keys(seed, STATIC_MASK_EPOCH + split_code, np.arange(first_index, first_index + len(seqs)))
         return mask_tokens(ids, keys, table, cfg, attn)
 

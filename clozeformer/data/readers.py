@@ -255,7 +255,7 @@ def sniff(path: Path) -> bytes:
         raw.close()
 
 
-def check_text(path: Path, sample: bytes) -> str | None:
+def why_not_text(path: Path, sample: bytes) -> str | None:
     """None when `sample` looks like text, else why not (empty, binary)."""
     if not sample:
         return "file is empty"
@@ -475,7 +475,7 @@ class CorpusReader:
 
     def _file_documents(self, f: InputFile) -> Iterator[Document]:
         sample = sniff(f.path)
-        problem = check_text(f.path, sample)
+        problem = why_not_text(f.path, sample)
         if problem:
             if f.explicit:
                 raise ClozeformerError(f"{f.path}: {problem}")

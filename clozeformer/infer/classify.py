@@ -79,7 +79,7 @@ class ClassifyPipeline(Pipeline):
 
 
 @dataclass
-class ClassifyConfig(cli.PredictConfig):
+class ClassifyConfig(cli.PipelineConfig):
     pair: str | None = field(
         default=None, metadata={"help": "second text of a pair, for one argument input (files: a TAB or a text_pair field)"}
     )

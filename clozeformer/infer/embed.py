@@ -82,7 +82,7 @@ class EmbedPipeline(Pipeline):
 
 
 @dataclass
-class EmbedConfig(cli.PredictConfig):
+class EmbedConfig(cli.PipelineConfig):
     pooling: Pooling = field(default="cls", metadata={"help": "[CLS] vector or mean over tokens"})
     normalize: bool = field(default=True, metadata={"help": "L2-normalise each vector"})
     build_index: str | None = field(

@@ -105,7 +105,7 @@ class FillMaskPipeline(Pipeline):
 
 
 @dataclass
-class FillMaskConfig(cli.PredictConfig):
+class FillMaskConfig(cli.PipelineConfig):
     top_k: int = field(default=5, metadata={"help": "candidates per [MASK]"})
 
 

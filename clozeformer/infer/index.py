@@ -111,7 +111,7 @@ class EmbeddingIndex:
         except ValueError as e:
             raise ClozeformerError(f"{directory / 'embeddings.npy'}: unreadable ({e})") from None
         texts, ids = [], []
-        for n, line in cli.read_lines(str(directory / "texts.jsonl")):
+        for n, line in cli.read_numbered_lines(str(directory / "texts.jsonl")):
             if not line.strip():
                 continue
             try:
@@ -162,7 +162,7 @@ class EmbeddingIndex:
 
 
 @dataclass
-class SearchConfig(cli.PredictConfig):
+class SearchConfig(cli.PipelineConfig):
     index: str = field(default="", metadata={"help": "index directory (from `clozeformer embed --build-index`)"})
     top_k: int = field(default=5, metadata={"help": "hits per query"})
 

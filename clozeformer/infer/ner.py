@@ -125,7 +125,7 @@ class NerPipeline(Pipeline):
 
 
 @dataclass
-class NerConfig(cli.PredictConfig):
+class NerConfig(cli.PipelineConfig):
     aggregation: Aggregation = field(
         default="first", metadata={"help": "a word's label: its first piece's, or the argmax of its pieces' mean"}
     )

@@ -149,7 +149,7 @@ class QuestionAnsweringPipeline(Pipeline):
 
 
 @dataclass
-class QAConfig(cli.PredictConfig):
+class QAConfig(cli.PipelineConfig):
     question: str | None = field(default=None, metadata={"help": "the question (with --context)"})
     context: str | None = field(default=None, metadata={"help": "the text holding the answer"})
     doc_stride: int | None = field(

@@ -27,6 +27,7 @@ from clozeformer.core import Schedule, adamw, clip_and_check, param_groups, seed
 from clozeformer.device import resolve_device
 from clozeformer.errors import ClozeformerError
 from clozeformer.io import check_output_dir, mark_owned
+from clozeformer.padding import batch_indices
 from clozeformer.precision import resolve_precision
 from clozeformer.spans import effective_stride
 from clozeformer.tasks import features as F
@@ -201,7 +202,7 @@ def finetune(cfg: FinetuneConfig) -> dict:
     )
     try:
         while step < total_steps and not stopped_early:
-            batches = F.batch_indices(
+            batches = batch_indices(
                 lengths, cfg.batch_size, shuffle=True, seed=cfg.seed + epoch, group_by_length=cfg.group_by_length
             )
             for idx in batches:
