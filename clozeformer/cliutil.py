@@ -151,6 +151,21 @@ def load_config_file(path: str | Path) -> dict[str, Any]:
     return data
 
 
+def add_config_args(parser: argparse.ArgumentParser, cls: type, **kw: Any) -> None:
+    """A verb's flags: one per field of `cls`, plus `--config FILE` (JSON/YAML of the same names)."""
+    parser.add_argument("--config", default=None, help=f"JSON/YAML file of {cls.__name__} values (the flags' names; flags win)")
+    add_dataclass_args(parser, cls, **kw)
+
+
+def config_from_args(cls: type[T], args: argparse.Namespace, defaults: dict[str, Any] | None = None) -> T:
+    """A verb's config: `cls` defaults <- `defaults` (e.g. a model's saved settings) <- the
+    --config file <- flags; every value type- and range-checked by `cls`."""
+    values = dict(defaults or {})
+    if getattr(args, "config", None):
+        values.update(load_config_file(args.config))
+    return dataclass_from_args(cls, args, values)
+
+
 def dataclass_from_args(cls: type[T], args: argparse.Namespace, file_values: dict[str, Any] | None = None) -> T:
     """Build `cls` from defaults <- config file <- command-line flags."""
     names = {f.name for f in dataclasses.fields(cls)}  # type: ignore[arg-type]

@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from clozeformer.cliutil import add_dataclass_args, dataclass_from_args, flag_help, print_config, save_config
+from clozeformer.cliutil import add_config_args, config_from_args, flag_help, print_config, save_config
 from clozeformer.errors import ClozeformerError
 from clozeformer.io import atomic_write_json, atomic_write_text
 
@@ -528,9 +528,9 @@ def _loss_curve(checkpoint: Path) -> tuple[list[float], list[float]] | None:
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    add_dataclass_args(parser, ExperimentConfig, positional=("name",))
+    add_config_args(parser, ExperimentConfig, positional=("name",))
 
 
 def main(args: argparse.Namespace) -> int:
-    run(dataclass_from_args(ExperimentConfig, args))
+    run(config_from_args(ExperimentConfig, args))
     return 0

@@ -20,7 +20,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from clozeformer.cliutil import add_dataclass_args, dataclass_from_args, flag_help, print_config, save_config
+from clozeformer.cliutil import add_config_args, config_from_args, flag_help, print_config, save_config
 from clozeformer.errors import ClozeformerError
 from clozeformer.io import check_output_dir, mark_owned
 
@@ -326,11 +326,11 @@ def _report(cfg, vocab_size, manifest, summary, final_eval, before, after, score
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    add_dataclass_args(parser, QuickstartConfig)
+    add_config_args(parser, QuickstartConfig)
 
 
 def main(args: argparse.Namespace) -> int:
-    cfg = dataclass_from_args(QuickstartConfig, args)
+    cfg = config_from_args(QuickstartConfig, args)
     run(cfg)
     return 0
 

@@ -107,6 +107,6 @@ def test_flags_and_config_file_values_are_type_checked(tmp_path, capsys):
     ):
         cfg_file = tmp_path / "run.json"
         cfg_file.write_text(json.dumps({key: value}))
-        assert cli_main(base + ["--config-file", str(cfg_file)]) == 2
+        assert cli_main(base + ["--config", str(cfg_file)]) == 2
         err = capsys.readouterr().err
         assert f"error: config file: {expected}, got {value!r}" in err and err.count("\n") == 1, err

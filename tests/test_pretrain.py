@@ -235,7 +235,7 @@ def test_clear_errors_for_bad_setups(data, tmp_path, capsys):
             }
         )
     )
-    assert cli_main(base + ["--max-steps", "2", "--config", str(model_json)]) == 2
+    assert cli_main(base + ["--max-steps", "2", "--model-config", str(model_json)]) == 2
     err = capsys.readouterr().err
     assert "model vocab_size 999" in err and "data vocab_size 120" in err and str(model_json) in err
     assert cli_main(base) == 2
@@ -248,7 +248,7 @@ def test_config_file_and_flags(data, tmp_path):
     run_cfg = tmp_path / "run.yaml"
     run_cfg.write_text(f"data: {data['packed']}\nmax_steps: 2\nbatch_size: 4\nlr: 0.002\n")
     out = tmp_path / "run"
-    assert cli_main(["pretrain", "--config-file", str(run_cfg), "--out", str(out), "--batch-size", "8", "--no-progress"]) == 0
+    assert cli_main(["pretrain", "--config", str(run_cfg), "--out", str(out), "--batch-size", "8", "--no-progress"]) == 0
     saved = json.loads((out / "pretrain_config.json").read_text())
     assert (saved["max_steps"], saved["batch_size"], saved["lr"]) == (2, 8, 0.002)  # flags win over the file
 

@@ -16,6 +16,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from clozeformer.cliutil import config_from_args
 from clozeformer.errors import ClozeformerError
 from clozeformer.infer import cli
 from clozeformer.infer.pipelines import Example, InputError, Pipeline, Window, check_text
@@ -112,7 +113,7 @@ def _as_text(record: cli.Record, result: dict) -> str:
 
 
 def main(args: argparse.Namespace) -> int:
-    cfg = cli.config_from_args(ClassifyConfig, args)
+    cfg = config_from_args(ClassifyConfig, args)
 
     def text_line(line: str, source: str) -> Any:
         if cfg.pair is not None:

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from clozeformer.cliutil import add_dataclass_args, dataclass_from_args, load_config_file, print_config, save_config
+from clozeformer.cliutil import add_config_args, print_config, save_config
 from clozeformer.errors import ClozeformerError
 from clozeformer.io import json_object
 
@@ -88,12 +88,7 @@ class Record:
 
 
 def add_arguments(parser: argparse.ArgumentParser, cls: type) -> None:
-    add_dataclass_args(parser, cls, positional=("inputs",))
-    parser.add_argument("--config", default=None, help="JSON/YAML file of option values (flags win)")
-
-
-def config_from_args(cls: type, args: argparse.Namespace):
-    return dataclass_from_args(cls, args, load_config_file(args.config) if args.config else None)
+    add_config_args(parser, cls, positional=("inputs",))
 
 
 def show_config(cfg: Any) -> None:

@@ -20,6 +20,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+from clozeformer.cliutil import config_dict, config_from_args
 from clozeformer.errors import ClozeformerError
 from clozeformer.infer import cli
 from clozeformer.infer.pipelines import Example, Pipeline, Window, check_text
@@ -102,11 +103,10 @@ def _as_text(record: cli.Record, result: dict) -> str:
 
 
 def main(args: argparse.Namespace) -> int:
-    from clozeformer.cliutil import config_dict
     from clozeformer.infer.index import EmbeddingIndex
     from clozeformer.infer.pipelines import InputError, pipeline
 
-    cfg = cli.config_from_args(EmbedConfig, args)
+    cfg = config_from_args(EmbedConfig, args)
     if cfg.build_index is None:
         return cli.predict_main(
             "embed",

@@ -19,6 +19,7 @@ from typing import Any
 
 import torch
 
+from clozeformer.cliutil import config_from_args
 from clozeformer.errors import ClozeformerError
 from clozeformer.infer import cli
 from clozeformer.infer.pipelines import Example, InputError, Pipeline, Window, check_text
@@ -122,7 +123,7 @@ def _as_text(record: cli.Record, result: dict) -> str:
 
 
 def main(args: argparse.Namespace) -> int:
-    cfg = cli.config_from_args(FillMaskConfig, args)
+    cfg = config_from_args(FillMaskConfig, args)
     return cli.predict_main(
         "fill-mask",
         cfg,

@@ -10,7 +10,7 @@ from __future__ import annotations
 import argparse
 import time
 
-from clozeformer.cliutil import add_dataclass_args, print_config
+from clozeformer.cliutil import add_config_args, print_config
 from clozeformer.tasks.config import EvaluateConfig
 from clozeformer.tasks.loading import Session, task_config_from_args
 from clozeformer.tasks.runner import format_scores
@@ -45,8 +45,7 @@ def evaluate(cfg: EvaluateConfig) -> dict:
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--config", default=None, help="JSON/YAML file of option values (flags win)")
-    add_dataclass_args(parser, EvaluateConfig)
+    add_config_args(parser, EvaluateConfig)
 
 
 def main(args: argparse.Namespace) -> int:

@@ -21,7 +21,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from clozeformer.cliutil import add_dataclass_args, dataclass_from_args, load_config_file, print_config, save_config
+from clozeformer.cliutil import add_config_args, config_from_args, print_config, save_config
 from clozeformer.config import PRESETS
 from clozeformer.core import Schedule, adamw, clip_and_check, param_groups, seed_everything, set_lr
 from clozeformer.device import resolve_device
@@ -283,13 +283,11 @@ def finetune(cfg: FinetuneConfig) -> dict:
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--config", default=None, help="JSON/YAML file of FinetuneConfig values (flags win)")
-    add_dataclass_args(parser, FinetuneConfig)
+    add_config_args(parser, FinetuneConfig)
 
 
 def main(args: argparse.Namespace) -> int:
-    file_values = load_config_file(args.config) if args.config else None
-    cfg = dataclass_from_args(FinetuneConfig, args, file_values)
+    cfg = config_from_args(FinetuneConfig, args)
     print_config(cfg)
     finetune(cfg)
     return 0

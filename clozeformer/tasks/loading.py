@@ -20,7 +20,7 @@ from typing import Any
 
 import torch
 
-from clozeformer.cliutil import dataclass_from_args, load_config_file, save_config
+from clozeformer.cliutil import config_from_args, save_config
 from clozeformer.config import PRESETS, BertConfig
 from clozeformer.errors import ClozeformerError
 from clozeformer.tasks.common import Problems
@@ -217,7 +217,4 @@ class Session:
 
 def task_config_from_args(cls: type, args: argparse.Namespace) -> TaskDataConfig:
     """defaults <- MODEL/finetune_config.json <- --config file <- flags."""
-    values = inherited_values(getattr(args, "model", None))
-    if args.config:
-        values.update(load_config_file(args.config))
-    return dataclass_from_args(cls, args, values)
+    return config_from_args(cls, args, inherited_values(getattr(args, "model", None)))

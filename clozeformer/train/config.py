@@ -1,7 +1,7 @@
 """`PretrainConfig`: every knob of a pretraining run, the one place its defaults live.
 
 `clozeformer pretrain` generates one flag per field (`--max-steps`, `--grad-accum`, ...);
-`--config-file run.yaml` (or .json) fills fields from a flat mapping, flags win over the file.
+`--config run.yaml` (or .json) fills fields from a flat mapping, flags win over the file.
 The resolved config is printed at start and saved as RUN_DIR/pretrain_config.json.
 """
 
@@ -22,7 +22,7 @@ class Recipe:
     lr: float
     warmup_steps: int
     dropout: float | None  # None: the model config's own (0.1 for the presets)
-    position_embedding_type: str | None  # None: the model config's own (--config / --init-from)
+    position_embedding_type: str | None  # None: the model config's own (--model-config / --init-from)
 
 
 #: Small models trained from scratch on a small budget (docs/EXPERIMENTS.md, run 4, issue 11):
@@ -31,7 +31,7 @@ class Recipe:
 #: Goldstein 2022) use the few steps there are.
 SMALL_BUDGET = Recipe(lr=2e-3, warmup_steps=300, dropout=0.0, position_embedding_type="rotary")
 #: BERT's own recipe (Devlin et al.): absolute positions, lr 1e-4, the config's dropout. Used for
-#: the larger presets and whenever the architecture comes from --config or --init-from.
+#: the larger presets and whenever the architecture comes from --model-config or --init-from.
 BERT_RECIPE = Recipe(lr=1e-4, warmup_steps=0, dropout=None, position_embedding_type=None)
 RECIPES: dict[str, Recipe] = {"tiny": SMALL_BUDGET, "mini": SMALL_BUDGET}
 
@@ -50,7 +50,7 @@ class PretrainConfig:
     # ------------------------------------------------------------------ the model (one of three sources)
     model: str = field(default="tiny", metadata=flag_help("architecture preset", choices=list(PRESETS)))
     model_config: str | None = field(
-        default=None, metadata=flag_help("HF-style config.json for the architecture (overrides --model)", flag="--config")
+        default=None, metadata=flag_help("HF-style config.json for the architecture (overrides --model)")
     )
     init_from: str | None = field(
         default=None, metadata=flag_help("start from the weights of this HF-format model dir (continued pretraining)")
@@ -177,7 +177,7 @@ class PretrainConfig:
         if self.model not in PRESETS:
             raise bad(f"unknown --model {self.model!r}; choose one of {', '.join(PRESETS)}")
         if self.model_config and self.init_from:
-            raise bad("give --config or --init-from, not both")
+            raise bad("give --model-config or --init-from, not both")
         # The recipe fills what the user left unset; the resolved values are printed and saved.
         recipe = recipe_for(self.model, from_preset=not (self.model_config or self.init_from))
         self.lr = recipe.lr if self.lr is None else self.lr
