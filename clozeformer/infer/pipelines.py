@@ -210,7 +210,7 @@ def pipeline(
     runs `onnx` (default DIR/model.onnx) in ONNX Runtime. `threads` sets torch's (and ONNX
     Runtime's) intra-op thread count. `task_options` go to the task (`top_k`, `pooling`, ...).
     """
-    from clozeformer.tokenizer import Tokenizer
+    from clozeformer.tokenizer import Tokenizer, check_vocab_fits
 
     cls = pipeline_class(task)
     if threads is not None:
@@ -241,11 +241,7 @@ def pipeline(
         raise ClozeformerError("pass tokenizer= with a model object (a directory brings its own vocab.txt)")
     if isinstance(tokenizer, (str, Path)):
         tokenizer = Tokenizer.from_pretrained(tokenizer)
-    if tokenizer.vocab_size > runner.config.vocab_size:
-        raise ClozeformerError(
-            f"the vocab has {tokenizer.vocab_size} tokens but the model's config.json says "
-            f"vocab_size={runner.config.vocab_size}: mismatched vocab.txt"
-        )
+    check_vocab_fits(tokenizer.vocab_size, runner.config.vocab_size, str(model) if isinstance(model, (str, Path)) else "model")
     try:
         return cls(runner, tokenizer, batch_size=batch_size, max_length=max_length, overlong=overlong, **task_options)
     except TypeError as e:

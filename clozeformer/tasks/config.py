@@ -61,6 +61,10 @@ class TaskDataConfig:
     )
     device: str = field(default="auto", metadata=flag_help("auto (cuda if available), cpu, cuda, cuda:1, ..."))
     threads: int | None = field(default=None, metadata=flag_help("torch CPU threads (default: torch's choice)"))
+    skip_bad_rows: bool = field(
+        default=False,
+        metadata=flag_help("skip malformed rows (wrong field count, non-text values), counted and reported, instead of stopping"),
+    )
 
     def validate(self) -> None:
         def need(ok: bool, msg: str) -> None:

@@ -85,7 +85,7 @@ def finetune(cfg: FinetuneConfig) -> dict:
     precision = resolve_precision(cfg.precision, device)  # refuse fp16 on CPU before any work is done
     tokenizer = load_tokenizer(cfg.tokenizer, cfg.model)
 
-    problems = Problems()
+    problems = Problems(skip_bad_rows=cfg.skip_bad_rows)
     for split, path in files.items():
         print(f"{split}: {path}")
     train_ex = spec.read(files["train"], problems, True)

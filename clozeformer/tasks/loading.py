@@ -68,12 +68,9 @@ def head_overrides(spec: TaskSpec, labels: list[str] | None) -> dict:
 
 
 def check_vocab(tokenizer, config: BertConfig, where: str) -> None:
-    if tokenizer.vocab_size > config.vocab_size:
-        raise ClozeformerError(
-            f"{where}: the tokenizer has {tokenizer.vocab_size} tokens but the model's "
-            f"vocab_size is {config.vocab_size}: mismatched vocab (pass the model's own "
-            "vocab.txt with --tokenizer)"
-        )
+    from clozeformer.tokenizer import check_vocab_fits
+
+    check_vocab_fits(tokenizer.vocab_size, config.vocab_size, where)
     if tokenizer.pad_token_id != config.pad_token_id:
         raise ClozeformerError(
             f"{where}: the tokenizer's [PAD] id is {tokenizer.pad_token_id} but the model's "
@@ -202,7 +199,7 @@ class Session:
     def open(cls, cfg: TaskDataConfig, labeled: bool | None, default_out: str, config_name: str) -> Session:
         cfg.validate()
         spec, runner, model, device = load_finetuned(cfg, cfg.model)
-        problems = Problems()
+        problems = Problems(skip_bad_rows=cfg.skip_bad_rows)
         splits = read_splits(spec, cfg, runner, cfg.split, labeled, problems)
         out = Path(cfg.out) if cfg.out else Path(cfg.model) / default_out
         out.mkdir(parents=True, exist_ok=True)
