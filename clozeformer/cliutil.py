@@ -25,8 +25,13 @@ _UNSET = object()
 
 
 def flag_help(text: str, **kw) -> dict:
-    """A config field's metadata: its --help text (and e.g. choices=...)."""
+    """A config field's metadata: its --help text, and e.g. choices=..., or min=/max= bounds
+    that `dataclass_from_args` checks for flags and config-file values alike."""
     return {"help": text, **kw}
+
+
+#: what every seed flag accepts (NumPy's generators take 32 bits)
+SEED_RANGE = {"min": 0, "max": 2**32 - 1}
 
 
 def finite_float(text: str) -> float:
@@ -180,6 +185,16 @@ def dataclass_from_args(cls: type[T], args: argparse.Namespace, file_values: dic
         v = getattr(args, k, _UNSET)
         if v is not _UNSET:
             values[k] = v
+    for f in dataclasses.fields(cls):  # type: ignore[arg-type]
+        lo, hi = f.metadata.get("min"), f.metadata.get("max")
+        v = values.get(f.name)
+        if (
+            isinstance(v, (int, float))
+            and not isinstance(v, bool)
+            and ((lo is not None and v < lo) or (hi is not None and v > hi))
+        ):
+            flag = "--" + f.name.replace("_", "-")
+            raise ClozeformerError(f"{flag} must be in [{lo}, {hi}], got {v}")
     try:
         return cls(**values)  # type: ignore[call-arg]
     except TypeError as e:

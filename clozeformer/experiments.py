@@ -19,6 +19,7 @@ results.md and PNG plots under --out.
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import statistics
 import time
@@ -343,6 +344,9 @@ def run(cfg: ExperimentConfig) -> dict:
     print_config(cfg, f"experiment {cfg.name}")
     save_config(cfg, out / "experiment_config.json")
     check_tasks(cfg)
+    plots = importlib.util.find_spec("matplotlib") is not None  # known before the work, not after
+    if not plots:
+        print("note: matplotlib is not installed: results.json and results.md only, no PNGs (pip install 'clozeformer[plot]')")
     pre: dict[str, dict] = {}
     t0 = time.monotonic()
     steps = cfg.budget_steps
@@ -414,7 +418,8 @@ def run(cfg: ExperimentConfig) -> dict:
     atomic_write_json(out / "results.json", result)
     md = results_markdown(cfg, result)
     atomic_write_text(out / "results.md", md)
-    plot_results(out, cfg, scores, pre)
+    if plots:
+        plot_results(out, cfg, scores, pre)
     print("\n" + md)
     return result
 

@@ -20,7 +20,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from clozeformer.cliutil import add_config_args, config_from_args, flag_help, print_config, save_config
+from clozeformer.cliutil import SEED_RANGE, add_config_args, config_from_args, flag_help, print_config, save_config
 from clozeformer.errors import ClozeformerError
 from clozeformer.io import check_output_dir, mark_owned
 
@@ -61,7 +61,7 @@ class QuickstartConfig:
         ),
     )
     finetune_epochs: float = field(default=3.0, metadata=flag_help("fine-tuning epochs (the time cap may stop earlier)"))
-    seed: int = field(default=0, metadata=flag_help("seed for everything"))
+    seed: int = field(default=0, metadata=flag_help("seed for everything", **SEED_RANGE))
     threads: int | None = field(default=None, metadata=flag_help("torch CPU threads (default: all cores)"))
 
     def __post_init__(self) -> None:

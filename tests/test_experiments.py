@@ -160,7 +160,7 @@ def test_experiment_errors_are_one_line(corpus_data, tmp_path, capsys):
 
 
 @pytest.mark.slow
-def test_experiment_step_budget_runs_in_parallel_processes(corpus_data, tmp_path):
+def test_experiment_step_budget_runs_in_parallel_processes(corpus_data, tmp_path, monkeypatch, capsys):
     """--budget-steps gives every arm the same step count; --jobs 2 runs them in two processes."""
     out = tmp_path / "par"
     argv = [
@@ -197,8 +197,14 @@ def test_experiment_step_budget_runs_in_parallel_processes(corpus_data, tmp_path
     assert "pretrain_mlm_nsp.log" in logs and "pretrain_mlm.log" in logs and len(logs) == 4, logs
     assert "done: 3 steps" in (out / "logs" / "pretrain_mlm.log").read_text()
     assert "3 steps of 8 sequences for every variant" in (out / "results.md").read_text()
-    # the same fine-tuning again from the two pretrained arms, without pretraining (no --data)
+    # the same fine-tuning again from the two pretrained arms, without pretraining (no --data),
+    # on an install without matplotlib: known at the start, the report comes without PNGs
     arms = [next((out / d / "checkpoints").iterdir()) for d in ("pretrain-mlm-nsp", "pretrain-mlm")]
+    import importlib.util
+
+    real_find_spec = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "matplotlib" else real_find_spec(name, *a))
+    capsys.readouterr()
     again = tmp_path / "again"
     assert (
         cli_main(
@@ -221,6 +227,8 @@ def test_experiment_step_budget_runs_in_parallel_processes(corpus_data, tmp_path
         )
         == 0
     )
+    assert "note: matplotlib is not installed" in capsys.readouterr().out
+    assert not (again / "scores.png").exists() and (again / "results.json").is_file()
     md = (again / "results.md").read_text()
     assert "pretrained models given with --pretrained" in md
     assert f"mlm: {arms[1]}, given with --pretrained, 3 steps" in md and "val MLM accuracy" in md  # read back

@@ -40,6 +40,7 @@ from typing import Literal
 
 import numpy as np
 
+from clozeformer.cliutil import SEED_RANGE
 from clozeformer.data.masking import MaskingConfig, TokenTable, mask_tokens, sample_keys
 from clozeformer.data.readers import FORMATS, CorpusReader, Document, split_sentences
 from clozeformer.errors import ClozeformerError
@@ -74,7 +75,7 @@ class PrepareConfig:
     whole_word: bool = field(default=False, metadata={"help": "static masking: whole-word masking"})
     short_seq_prob: float = field(default=0.1, metadata={"help": "nsp: probability of a shorter target length"})
     val_fraction: float = field(default=0.005, metadata={"help": "fraction of documents held out for validation"})
-    seed: int = field(default=12345, metadata={"help": "seed for splits, pairing and static masks"})
+    seed: int = field(default=12345, metadata={"help": "seed for splits, pairing and static masks", **SEED_RANGE})
     workers: int = field(default=2, metadata={"help": "tokenizer processes (0: tokenize in this process)"})
     min_doc_chars: int = field(default=200, metadata={"help": "drop documents shorter than this"})
     dedupe: bool = field(default=True, metadata={"help": "drop exact duplicate documents"})

@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Literal
 
-from clozeformer.cliutil import flag_help
+from clozeformer.cliutil import SEED_RANGE, flag_help
 from clozeformer.errors import ClozeformerError
 
 
@@ -104,7 +104,7 @@ class FinetuneConfig(TaskDataConfig):
     weight_decay: float = field(default=0.01, metadata=flag_help("AdamW weight decay (not on biases/LayerNorm)"))
     adam_eps: float = field(default=1e-6, metadata=flag_help("AdamW epsilon (BERT: 1e-6)"))
     max_grad_norm: float = field(default=1.0, metadata=flag_help("gradient clipping norm (0 = off)"))
-    seed: int = field(default=42, metadata=flag_help("seed for init of new heads, shuffling and dropout"))
+    seed: int = field(default=42, metadata=flag_help("seed for init of new heads, shuffling and dropout", **SEED_RANGE))
     max_train_examples: int | None = field(
         default=None, metadata=flag_help("train on a seeded random subset of N examples (quick runs)")
     )

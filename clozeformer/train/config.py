@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Literal
 
-from clozeformer.cliutil import flag_help
+from clozeformer.cliutil import SEED_RANGE, flag_help
 from clozeformer.config import POSITION_TYPES, PRESETS
 from clozeformer.errors import ClozeformerError
 
@@ -150,7 +150,7 @@ class PretrainConfig:
     fsdp: bool = field(default=False, metadata=flag_help("shard params/grads/optimizer with FSDP2 instead of DDP"))
     deterministic: bool = field(default=False, metadata=flag_help("torch.use_deterministic_algorithms"))
     num_threads: int | None = field(default=None, metadata=flag_help("torch CPU threads per process"))
-    seed: int = field(default=0, metadata=flag_help("seed for init, dropout and data order"))
+    seed: int = field(default=0, metadata=flag_help("seed for init, dropout and data order", **SEED_RANGE))
     # ------------------------------------------------------------------ evaluation, logging, checkpoints
     eval_every: int = field(default=0, metadata=flag_help("evaluate on the val split every N steps (0 = at the end)"))
     eval_batches: int | None = field(default=None, metadata=flag_help("cap on val batches per evaluation"))
