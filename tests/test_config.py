@@ -115,6 +115,8 @@ def test_flags_and_config_file_values_are_type_checked(tmp_path, capsys):
 def test_seed_bounds_for_flags_and_config_files(tmp_path, capsys):
     """Every seed is checked at the boundary (NumPy takes 32 bits): -1 or 1e20 is one error line,
     from a flag or from a --config file, before any work."""
+    from clozeformer.cli import main as cli_main
+
     cfg_file = tmp_path / "run.json"
     cfg_file.write_text(json.dumps({"seed": -1}))
     for argv in (
