@@ -464,20 +464,21 @@ def _pieces(unit: str, max_chars: int) -> list[str]:
 
 
 def bounded(docs: Iterable[Document], max_chars: int, stats: ReaderStats) -> Iterator[Document]:
-    """Every format's documents held to `max_chars`, as the paragraph reader cuts books: no unit
-    (line, paragraph, JSON text) is longer (a 50 MB single line is cut at spaces), and a document
-    ends at the first unit boundary at or past `max_chars`. Memory and the sentence splitter's
-    work stay bounded whatever the input."""
+    """Every format's documents held near `max_chars`, as the paragraph reader cuts books: a
+    document under 2 x max_chars whose units are too passes as it is; otherwise a unit (line,
+    paragraph, JSON text) over 2 x max_chars is cut at spaces into pieces of max_chars (a 50 MB
+    single line), and the document ends at each unit boundary at or past max_chars. Memory and
+    the sentence splitter's work stay bounded whatever the input."""
     for doc in docs:
         total = sum(map(len, doc.units))
-        if total < max_chars or (total < 2 * max_chars and max(map(len, doc.units)) <= max_chars):
-            yield doc  # already within the rule (the readers that cut themselves produce these)
+        if total < 2 * max_chars:
+            yield doc  # within the rule (the readers that cut themselves produce these)
             continue
         stats.documents_cut += 1
         units: list[str] = []
         size = 0
         for unit in doc.units:
-            for piece in _pieces(unit, max_chars) if len(unit) > max_chars else [unit]:
+            for piece in _pieces(unit, max_chars) if len(unit) > 2 * max_chars else [unit]:
                 units.append(piece)
                 size += len(piece)
                 if size >= max_chars:
