@@ -51,9 +51,10 @@ class EmbedPipeline(Pipeline):
 
     def preprocess(self, items: Sequence[Any]) -> list[Example]:
         texts = [check_text(i, t) for i, t in enumerate(items)]
+        clipped = [self.clip_chars(i, t) for i, t in enumerate(texts)]
         return [
-            Example([Window(enc.ids, enc.type_ids)], {"truncated": self.check_length(i, enc)})
-            for i, enc in enumerate(self.backend.encode_batch(texts))
+            Example([Window(enc.ids, enc.type_ids)], {"truncated": self.check_length(i, enc) or cut})
+            for i, (enc, (_, cut)) in enumerate(zip(self.backend.encode_batch([t for t, _ in clipped]), clipped))
         ]
 
     def forward(self, batch: Batch, windows: list[Window]) -> list[Any]:

@@ -79,6 +79,10 @@ def check_text(index: int, value: Any, name: str = "text") -> str:
     return value
 
 
+#: most characters one WordPiece token can stand for, its separator included (see clip_chars)
+CHARS_PER_TOKEN_BOUND = 101
+
+
 class Pipeline(ABC):
     task: ClassVar[str] = ""
 
@@ -124,6 +128,21 @@ class Pipeline(ABC):
         ids, mask = pad_right([w.input_ids for w in windows], self.pad_id)  # (B, T) each
         types, _ = pad_right([w.token_type_ids for w in windows], 0)
         return Batch(torch.from_numpy(ids), torch.from_numpy(mask), torch.from_numpy(types))
+
+    def clip_chars(self, index: int, text: str) -> tuple[str, bool]:
+        """(text, cut): `text` cut to the characters `max_length` tokens can take up (WordPiece
+        makes a word of over 100 characters one [UNK], so a token and its separator span about
+        101), so a 50 MB line is not tokenized whole to keep its first 512 tokens. A cut text is
+        flagged truncated, or rejected with overlong="reject"."""
+        bound = self.max_length * CHARS_PER_TOKEN_BOUND
+        if len(text) <= bound:
+            return text, False
+        if self.overlong == "reject":
+            raise InputError(
+                index,
+                f"{len(text):,} characters, more than {self.max_length} tokens take (shorten it, or use overlong='truncate')",
+            )
+        return text[:bound], True
 
     def check_length(self, index: int, enc) -> bool:
         """Whether `enc` (a tokenizers Encoding) was truncated; raises when overlong inputs are rejected."""
