@@ -265,6 +265,38 @@ def test_unreadable_state_is_a_clear_error(tmp_path):
         ckpt_io.load_trainer_state(tmp_path)
 
 
+def test_damaged_newest_checkpoint_falls_back_to_the_previous_one(data_dir, reference, tmp_path, capsys):
+    """A garbage RNG file or a mistyped trainer_state.json in the newest checkpoint: one warning
+    naming the file, then the previous whole checkpoint is resumed, and the run ends bitwise as
+    the uninterrupted one. With every checkpoint damaged: one error line, exit 2."""
+    from clozeformer.cli import main as cli_main
+
+    out = tmp_path / "run"
+    argv = ["pretrain", "--data", str(data_dir), "--out", str(out), *RUN_FLAGS]
+    short = [*argv]
+    short[short.index("--max-steps") + 1] = "9"
+    assert cli_main(short) == 0
+    ckpts = out / "checkpoints"
+    assert [s for s, _ in ckpt_io.list_checkpoints(out)] == [3, 6, 9]
+    (ckpts / "step-000009" / "rng_rank0.safetensors").write_bytes(b"\x00garbage")
+    capsys.readouterr()
+    assert cli_main(argv) == 0
+    captured = capsys.readouterr()
+    assert (
+        "warning: not resuming from step-000009:" in captured.err
+        and "rng_rank0.safetensors: unreadable RNG state" in captured.err
+    )
+    assert "resuming from the previous checkpoint, step-000006" in captured.err
+    assert_same_run(reference, out)
+    # every checkpoint damaged: the newest one's error, one line
+    for _, ckpt in ckpt_io.list_checkpoints(out):
+        state = json.loads((ckpt / "trainer_state.json").read_text())
+        (ckpt / "trainer_state.json").write_text(json.dumps({**state, "step": "x"}))
+    assert cli_main(argv) == 2
+    err = [line for line in capsys.readouterr().err.splitlines() if line.startswith("error:")]
+    assert len(err) == 1 and f"step-{STEPS:06d}/trainer_state.json: step must be a non-negative integer, got 'x'" in err[0]
+
+
 def test_rng_state_round_trip():
     random.random(), np.random.normal(), random.gauss(0, 1)  # python keeps a cached gaussian
     state = ckpt_io.rng_state()

@@ -198,7 +198,23 @@ class Trainer:
                 f"{self.run_dir} already holds checkpoint {latest.name}; drop --no-resume "
                 "to continue that run, or choose a new --out"
             )
-        return latest
+        # the newest checkpoint that is whole: a damaged newest one (a disk error, an edit) is
+        # reported and the previous one resumed; if none is whole, the newest one's error stops
+        first_error = None
+        for _, ckpt in reversed(ckpt_io.list_checkpoints(self.run_dir)):
+            try:
+                ckpt_io.check_resumable(ckpt, self.info.rank)
+            except ClozeformerError as e:
+                first_error = first_error or e
+                if self.info.is_main:
+                    print(f"warning: not resuming from {ckpt.name}: {e}", file=sys.stderr, flush=True)
+                continue
+            if first_error is not None and self.info.is_main:
+                print(f"resuming from the previous checkpoint, {ckpt.name}", file=sys.stderr, flush=True)
+            return ckpt
+        if first_error is not None:
+            raise first_error
+        return None
 
     def _restore(self, ckpt: Path) -> None:
         st = ckpt_io.load_trainer_state(ckpt)
