@@ -262,15 +262,12 @@ def _die_with_parent() -> None:
     pretraining run takes SIGTERM as "checkpoint and stop"; `_logged` then ends the worker."""
     import os
     import signal
-    import sys
+
+    from clozeformer.procs import die_with_parent
 
     global _PARENT
     _PARENT = os.getppid()
-    if sys.platform.startswith("linux"):
-        import ctypes
-
-        PR_SET_PDEATHSIG = 1
-        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
+    die_with_parent(signal.SIGTERM)
 
 
 def _logged(log: str, threads: int | None, fn: Callable, *args: Any) -> Any:

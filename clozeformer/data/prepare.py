@@ -129,6 +129,11 @@ _WORKER_BACKEND = None
 
 
 def _init_worker(tokenizer_json: str) -> None:
+    import signal
+
+    from clozeformer.procs import die_with_parent
+
+    die_with_parent(signal.SIGKILL)  # a killed `prepare` leaves no tokenizer workers behind
     # One process per core does the parallelism; tokenizers' own thread pool would oversubscribe.
     os.environ["TOKENIZERS_PARALLELISM"] = "false"
     global _WORKER_BACKEND
