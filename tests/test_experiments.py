@@ -11,7 +11,7 @@ import time
 from pathlib import Path
 
 import pytest
-from synthetic import write_corpus
+from synthetic import prepare_data, train_tokenizer, write_corpus
 
 from clozeformer.cli import main as cli_main
 
@@ -22,49 +22,8 @@ FIXTURES = Path(__file__).parent / "fixtures"
 def corpus_data(tmp_path_factory) -> dict[str, Path]:
     root = tmp_path_factory.mktemp("exp_data")
     write_corpus(root / "corpus.txt", 200)
-    assert (
-        cli_main(
-            [
-                "tokenizer",
-                "train",
-                "--input",
-                str(root / "corpus.txt"),
-                str(FIXTURES / "task_glue" / "SST-2"),
-                "--vocab-size",
-                "160",
-                "--num-unused",
-                "0",
-                "--out",
-                str(root / "tok"),
-                "--no-progress",
-            ]
-        )
-        == 0
-    )
-    out = {}
-    for mode in ("packed", "nsp"):
-        assert (
-            cli_main(
-                [
-                    "prepare",
-                    "--input",
-                    str(root / "corpus.txt"),
-                    "--tokenizer",
-                    str(root / "tok"),
-                    "--out",
-                    str(root / mode),
-                    "--seq-len",
-                    "32",
-                    "--mode",
-                    mode,
-                    "--val-fraction",
-                    "0.05",
-                    "--no-progress",
-                ]
-            )
-            == 0
-        )
-        out[mode] = root / mode
+    train_tokenizer([root / "corpus.txt", FIXTURES / "task_glue" / "SST-2"], root / "tok", vocab_size=160)
+    out = {mode: prepare_data(root / "corpus.txt", root / "tok", root / mode, mode) for mode in ("packed", "nsp")}
     # a small GLUE-style SST-2 with a learnable signal, in the standard layout
     glue = root / "glue" / "SST-2"
     glue.mkdir(parents=True)
