@@ -518,7 +518,8 @@ def main(args: argparse.Namespace) -> int:
 
     cfg = config_from_args(ServeConfig, args)
     print_config(cfg)
-    try:
+    try:  # both, before the model loads
+        import fastapi  # noqa: F401
         import uvicorn
     except ImportError:
         raise ClozeformerError("serving needs fastapi and uvicorn (pip install 'clozeformer[serve]')") from None
