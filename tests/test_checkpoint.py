@@ -28,6 +28,8 @@ from clozeformer.train.config import PretrainConfig
 from clozeformer.train.loop import pretrain
 from clozeformer.train.metrics import read_metrics
 
+pytestmark = pytest.mark.e2e  # subprocesses, kills, servers: the full suite, not the fast one
+
 STEPS = 18
 RUN_FLAGS = [
     "--max-steps",

@@ -15,6 +15,8 @@ from synthetic import prepare_data, train_tokenizer, write_corpus
 
 from clozeformer.cli import main as cli_main
 
+pytestmark = pytest.mark.e2e  # subprocesses, kills, servers: the full suite, not the fast one
+
 FIXTURES = Path(__file__).parent / "fixtures"
 
 
