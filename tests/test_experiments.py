@@ -261,7 +261,7 @@ def test_experiment_checks_its_inputs_before_pretraining(corpus_data, tmp_path, 
         )
         == 2
     )
-    assert "--tasks stsb:" in capsys.readouterr().err  # regression is fine (finetune's head); missing files are not
+    assert "no directory for task 'stsb'" in capsys.readouterr().err  # regression is fine now; missing files are not
 
 
 @pytest.mark.slow
