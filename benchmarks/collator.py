@@ -80,7 +80,8 @@ def main() -> None:
     import torch
     from transformers import BertTokenizerFast, DataCollatorForLanguageModeling
 
-    from clozeformer.data.masking import ClozeCollator, MaskingConfig, TokenTable, mask_tokens, pad_batch, sample_keys
+    from clozeformer.data.masking import ClozeCollator, MaskingConfig, TokenTable, mask_tokens, sample_keys
+    from clozeformer.padding import pad_right
     from clozeformer.tokenizer import Tokenizer
 
     torch.set_num_threads(1)
@@ -104,7 +105,7 @@ def main() -> None:
         hf = DataCollatorForLanguageModeling(hf_tok, mlm_probability=0.15, whole_word_mask=ww, seed=0)
         ours = ClozeCollator(table, MaskingConfig(whole_word=ww), seed=0)
         batches = with_offsets if ww else plain
-        padded = [pad_batch([e["input_ids"] for e in b], 0) for b in batches]
+        padded = [pad_right([e["input_ids"] for e in b], 0) for b in batches]
         arrays = [p[0] for p in padded]
         attn = {id(p[0]): p[1] for p in padded}
         cfg = MaskingConfig(whole_word=ww)

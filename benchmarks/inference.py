@@ -130,7 +130,9 @@ def main() -> int:
         for task, directory, inputs in (("classify", cls_dir, classify_inputs), ("fill-mask", mlm_dir, fill_inputs)):
             ours = pipeline(task, directory, batch_size=args.batch_size, **({"top_k": 5} if task == "fill-mask" else {}))
             hf_tok = BertTokenizerFast.from_pretrained(str(directory))
-            assert hf_tok.vocab_size == 30522, hf_tok.vocab_size
+            # transformers 5 ignores a bare vocab_file (a 5-token vocab): check it read the whole vocab.txt
+            n_vocab = sum(1 for _ in open(vocab / "vocab.txt", encoding="utf-8"))
+            assert hf_tok.vocab_size == n_vocab, (hf_tok.vocab_size, n_vocab)
             if task == "classify":
                 hf_model = AutoModelForSequenceClassification.from_pretrained(str(directory)).eval()
                 theirs = transformers.pipeline(

@@ -35,12 +35,13 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from matmul_ceiling import measure as measure_ceiling  # noqa: E402
 
 from clozeformer.config import BertConfig  # noqa: E402
+from clozeformer.core import Schedule  # noqa: E402
 from clozeformer.data.loader import MaskingConfig, PretrainLoader, read_manifest  # noqa: E402
 from clozeformer.model import BertForMaskedLM, mlm_flops_per_token  # noqa: E402
 from clozeformer.train.config import PretrainConfig  # noqa: E402
 from clozeformer.train.loop import pretrain  # noqa: E402
 from clozeformer.train.metrics import read_metrics  # noqa: E402
-from clozeformer.train.optim import Budget, Schedule  # noqa: E402
+from clozeformer.train.optim import Budget  # noqa: E402
 
 
 def model_config(preset: str, manifest: dict) -> BertConfig:

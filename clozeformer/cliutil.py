@@ -24,6 +24,16 @@ T = TypeVar("T")
 _UNSET = object()
 
 
+def flag_help(text: str, **kw) -> dict:
+    """A config field's metadata: its --help text, and e.g. choices=..., or min=/max= bounds
+    that `dataclass_from_args` checks for flags and config-file values alike."""
+    return {"help": text, **kw}
+
+
+#: what every seed flag accepts (NumPy's generators take 32 bits)
+SEED_RANGE = {"min": 0, "max": 2**32 - 1}
+
+
 def finite_float(text: str) -> float:
     """argparse type for float flags: a finite number (`--lr nan` or `--epochs inf` is a user error)."""
     try:
@@ -146,6 +156,21 @@ def load_config_file(path: str | Path) -> dict[str, Any]:
     return data
 
 
+def add_config_args(parser: argparse.ArgumentParser, cls: type, **kw: Any) -> None:
+    """A verb's flags: one per field of `cls`, plus `--config FILE` (JSON/YAML of the same names)."""
+    parser.add_argument("--config", default=None, help=f"JSON/YAML file of {cls.__name__} values (the flags' names; flags win)")
+    add_dataclass_args(parser, cls, **kw)
+
+
+def config_from_args(cls: type[T], args: argparse.Namespace, defaults: dict[str, Any] | None = None) -> T:
+    """A verb's config: `cls` defaults <- `defaults` (e.g. a model's saved settings) <- the
+    --config file <- flags; every value type- and range-checked by `cls`."""
+    values = dict(defaults or {})
+    if getattr(args, "config", None):
+        values.update(load_config_file(args.config))
+    return dataclass_from_args(cls, args, values)
+
+
 def dataclass_from_args(cls: type[T], args: argparse.Namespace, file_values: dict[str, Any] | None = None) -> T:
     """Build `cls` from defaults <- config file <- command-line flags."""
     names = {f.name for f in dataclasses.fields(cls)}  # type: ignore[arg-type]
@@ -160,6 +185,16 @@ def dataclass_from_args(cls: type[T], args: argparse.Namespace, file_values: dic
         v = getattr(args, k, _UNSET)
         if v is not _UNSET:
             values[k] = v
+    for f in dataclasses.fields(cls):  # type: ignore[arg-type]
+        lo, hi = f.metadata.get("min"), f.metadata.get("max")
+        v = values.get(f.name)
+        if (
+            isinstance(v, (int, float))
+            and not isinstance(v, bool)
+            and ((lo is not None and v < lo) or (hi is not None and v > hi))
+        ):
+            flag = "--" + f.name.replace("_", "-")
+            raise ClozeformerError(f"{flag} must be in [{lo}, {hi}], got {v}")
     try:
         return cls(**values)  # type: ignore[call-arg]
     except TypeError as e:

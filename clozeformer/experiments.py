@@ -19,6 +19,7 @@ results.md and PNG plots under --out.
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import statistics
 import time
@@ -27,74 +28,70 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from clozeformer.cliutil import add_dataclass_args, dataclass_from_args, print_config, save_config
+from clozeformer.cliutil import add_config_args, config_from_args, flag_help, print_config, save_config
 from clozeformer.errors import ClozeformerError
 from clozeformer.io import atomic_write_json, atomic_write_text
 
 EXPERIMENTS = ("pretrain-vs-scratch", "mlm-vs-clm", "nsp-ablation")
 
 
-def _help(text: str, **kw) -> dict:
-    return {"help": text, **kw}
-
-
 @dataclass
 class ExperimentConfig:
-    name: str = field(default="", metadata=_help("experiment", choices=list(EXPERIMENTS)))
+    name: str = field(default="", metadata=flag_help("experiment", choices=list(EXPERIMENTS)))
     data: str = field(
-        default="", metadata=_help("prepared pretraining data dir (`clozeformer prepare`; nsp-ablation needs --mode nsp)")
+        default="", metadata=flag_help("prepared pretraining data dir (`clozeformer prepare`; nsp-ablation needs --mode nsp)")
     )
-    tasks_data: str = field(default="", metadata=_help("directory holding GLUE-style task dirs (SST-2/, RTE/, ...)"))
+    tasks_data: str = field(default="", metadata=flag_help("directory holding GLUE-style task dirs (SST-2/, RTE/, ...)"))
     tasks: list[str] = field(
-        default_factory=lambda: ["sst2", "mrpc", "rte", "cola"], metadata=_help("GLUE-style tasks to fine-tune on")
+        default_factory=lambda: ["sst2", "mrpc", "rte", "cola"], metadata=flag_help("GLUE-style tasks to fine-tune on")
     )
-    out: str = field(default="experiment-run", metadata=_help("output directory"))
+    out: str = field(default="experiment-run", metadata=flag_help("output directory"))
     pretrained: list[str] = field(
         default_factory=list,
-        metadata=_help(
+        metadata=flag_help(
             "model dirs to fine-tune instead of pretraining, one per variant in table order: pretrain-vs-scratch: "
             "MLM; mlm-vs-clm: MLM CLM (a left-to-right model); nsp-ablation: MLM+NSP MLM"
         ),
     )
-    model: str = field(default="mini", metadata=_help("architecture preset of the pretrained models"))
+    model: str = field(default="mini", metadata=flag_help("architecture preset of the pretrained models"))
     budget_minutes: float = field(
-        default=10.0, metadata=_help("pretraining wall-clock minutes of the first variant; the others get its step count")
+        default=10.0, metadata=flag_help("pretraining wall-clock minutes of the first variant; the others get its step count")
     )
     budget_steps: int | None = field(
         default=None,
-        metadata=_help("pretraining optimizer steps for every variant (replaces --budget-minutes; same on any machine)"),
+        metadata=flag_help("pretraining optimizer steps for every variant (replaces --budget-minutes; same on any machine)"),
     )
     jobs: int = field(
         default=1,
-        metadata=_help(
+        metadata=flag_help(
             "independent runs (pretraining variants with --budget-steps, fine-tuning runs) at once, in separate "
             "processes with --threads threads each (default 1 thread when jobs > 1); logs under OUT/logs/"
         ),
     )
-    finetune_minutes: float = field(default=2.0, metadata=_help("wall-clock cap per fine-tuning run"))
-    seeds: int = field(default=3, metadata=_help("fine-tuning seeds per (variant, task)"))
-    batch_size: int = field(default=32, metadata=_help("pretraining micro-batch"))
+    finetune_minutes: float = field(default=2.0, metadata=flag_help("wall-clock cap per fine-tuning run"))
+    seeds: int = field(default=3, metadata=flag_help("fine-tuning seeds per (variant, task)"))
+    batch_size: int = field(default=32, metadata=flag_help("pretraining micro-batch"))
     lr: float | None = field(
-        default=None, metadata=_help("pretraining peak learning rate; unset: `pretrain`'s recipe for --model")
+        default=None, metadata=flag_help("pretraining peak learning rate; unset: `pretrain`'s recipe for --model")
     )
     warmup_steps: int | None = field(
-        default=None, metadata=_help("pretraining warmup steps; unset: `pretrain`'s recipe for --model")
+        default=None, metadata=flag_help("pretraining warmup steps; unset: `pretrain`'s recipe for --model")
     )
-    finetune_lr: float = field(default=1e-4, metadata=_help("fine-tuning learning rate"))
+    finetune_lr: float = field(default=1e-4, metadata=flag_help("fine-tuning learning rate"))
     finetune_dropout: float | None = field(
-        default=None, metadata=_help("dropout while fine-tuning (`finetune --dropout`); unset: each model's own")
+        default=None, metadata=flag_help("dropout while fine-tuning (`finetune --dropout`); unset: each model's own")
     )
     finetune_pooling: str | None = field(
         default=None,
-        metadata=_help(
+        metadata=flag_help(
             "sentence vector while fine-tuning (`finetune --pooling`: cls, mean or last); unset: the model's own "
             "(cls; last for the left-to-right arm)"
         ),
     )
-    finetune_epochs: float = field(default=3.0, metadata=_help("fine-tuning epochs (the time cap may stop earlier)"))
-    max_train_examples: int | None = field(default=4000, metadata=_help("cap on fine-tuning examples per task"))
-    max_eval_examples: int | None = field(default=2000, metadata=_help("cap on dev examples per task"))
-    threads: int | None = field(default=None, metadata=_help("torch CPU threads"))
+    finetune_epochs: float = field(default=3.0, metadata=flag_help("fine-tuning epochs (the time cap may stop earlier)"))
+    max_train_examples: int | None = field(default=4000, metadata=flag_help("cap on fine-tuning examples per task"))
+    max_eval_examples: int | None = field(default=2000, metadata=flag_help("cap on dev examples per task"))
+    threads: int | None = field(default=None, metadata=flag_help("torch CPU threads"))
 
     def __post_init__(self) -> None:
         if self.name not in EXPERIMENTS:
@@ -150,8 +147,6 @@ def check_tasks(cfg: ExperimentConfig) -> None:
 
     for task in cfg.tasks:
         spec = get_task(task, TaskDataConfig())
-        if cfg.name == "mlm-vs-clm" and spec.family != "classification":
-            raise ClozeformerError(f"mlm-vs-clm fine-tunes classification tasks; {task} is {spec.family}")
         directory = task_dir(cfg, task)
         try:
             resolve_files(spec, [str(directory)], ("train", spec.eval_splits[0]))
@@ -265,15 +260,12 @@ def _die_with_parent() -> None:
     pretraining run takes SIGTERM as "checkpoint and stop"; `_logged` then ends the worker."""
     import os
     import signal
-    import sys
+
+    from clozeformer.procs import die_with_parent
 
     global _PARENT
     _PARENT = os.getppid()
-    if sys.platform.startswith("linux"):
-        import ctypes
-
-        PR_SET_PDEATHSIG = 1
-        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
+    die_with_parent(signal.SIGTERM)
 
 
 def _logged(log: str, threads: int | None, fn: Callable, *args: Any) -> Any:
@@ -347,6 +339,9 @@ def run(cfg: ExperimentConfig) -> dict:
     print_config(cfg, f"experiment {cfg.name}")
     save_config(cfg, out / "experiment_config.json")
     check_tasks(cfg)
+    plots = importlib.util.find_spec("matplotlib") is not None  # known before the work, not after
+    if not plots:
+        print("note: matplotlib is not installed: results.json and results.md only, no PNGs (pip install 'clozeformer[plot]')")
     pre: dict[str, dict] = {}
     t0 = time.monotonic()
     steps = cfg.budget_steps
@@ -418,7 +413,8 @@ def run(cfg: ExperimentConfig) -> dict:
     atomic_write_json(out / "results.json", result)
     md = results_markdown(cfg, result)
     atomic_write_text(out / "results.md", md)
-    plot_results(out, cfg, scores, pre)
+    if plots:
+        plot_results(out, cfg, scores, pre)
     print("\n" + md)
     return result
 
@@ -532,9 +528,9 @@ def _loss_curve(checkpoint: Path) -> tuple[list[float], list[float]] | None:
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    add_dataclass_args(parser, ExperimentConfig, positional=("name",))
+    add_config_args(parser, ExperimentConfig, positional=("name",))
 
 
 def main(args: argparse.Namespace) -> int:
-    run(dataclass_from_args(ExperimentConfig, args))
+    run(config_from_args(ExperimentConfig, args))
     return 0

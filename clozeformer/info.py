@@ -37,7 +37,13 @@ def main(args: argparse.Namespace) -> int:
     vocab = directory / "vocab.txt"
     if vocab.is_file():
         n = sum(1 for _ in vocab.open(encoding="utf-8", errors="replace"))
-        note = "" if n == c.vocab_size else f"  (MISMATCH: config vocab_size is {c.vocab_size})"
+        note = (
+            ""
+            if n == c.vocab_size
+            else f"  (MISMATCH: config vocab_size is {c.vocab_size}; loading it is refused)"
+            if n > c.vocab_size
+            else f"  (fewer than the {c.vocab_size} embedding rows: ids {n}.. are never produced)"
+        )
         print(f"  vocab.txt: {n} tokens{note}")
     else:
         print("  vocab.txt: absent")

@@ -20,7 +20,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from clozeformer.cliutil import add_dataclass_args, dataclass_from_args, print_config, save_config
+from clozeformer.cliutil import SEED_RANGE, add_config_args, config_from_args, flag_help, print_config, save_config
 from clozeformer.errors import ClozeformerError
 from clozeformer.io import check_output_dir, mark_owned
 
@@ -37,34 +37,32 @@ CLOZE_PROBES: list[tuple[str, str]] = [
 ]
 
 
-def _help(text: str) -> dict:
-    return {"help": text}
-
-
 @dataclass
 class QuickstartConfig:
-    out: str = field(default="quickstart-run", metadata=_help("output directory, new or empty (nothing is written elsewhere)"))
-    overwrite: bool = field(default=False, metadata=_help("replace an earlier quickstart's --out"))
-    minutes: float = field(default=6.0, metadata=_help("wall-clock minutes of MLM pretraining"))
-    finetune_minutes: float = field(default=1.0, metadata=_help("wall-clock cap per fine-tuning run"))
-    model: str = field(default="tiny", metadata=_help("model preset for pretraining and the scratch baseline"))
-    vocab_size: int = field(default=12000, metadata=_help("WordPiece vocabulary size (English + Chinese)"))
-    seq_len: int = field(default=128, metadata=_help("pretraining sequence length"))
-    batch_size: int = field(default=32, metadata=_help("pretraining micro-batch"))
-    lr: float | None = field(
-        default=None, metadata=_help("pretraining peak learning rate; unset: `pretrain`'s recipe for --model")
+    out: str = field(
+        default="quickstart-run", metadata=flag_help("output directory, new or empty (nothing is written elsewhere)")
     )
-    finetune_lr: float = field(default=5e-4, metadata=_help("fine-tuning learning rate (tiny models like it high)"))
+    overwrite: bool = field(default=False, metadata=flag_help("replace an earlier quickstart's --out"))
+    minutes: float = field(default=6.0, metadata=flag_help("wall-clock minutes of MLM pretraining"))
+    finetune_minutes: float = field(default=1.0, metadata=flag_help("wall-clock cap per fine-tuning run"))
+    model: str = field(default="tiny", metadata=flag_help("model preset for pretraining and the scratch baseline"))
+    vocab_size: int = field(default=12000, metadata=flag_help("WordPiece vocabulary size (English + Chinese)"))
+    seq_len: int = field(default=128, metadata=flag_help("pretraining sequence length"))
+    batch_size: int = field(default=32, metadata=flag_help("pretraining micro-batch"))
+    lr: float | None = field(
+        default=None, metadata=flag_help("pretraining peak learning rate; unset: `pretrain`'s recipe for --model")
+    )
+    finetune_lr: float = field(default=5e-4, metadata=flag_help("fine-tuning learning rate (tiny models like it high)"))
     finetune_pooling: str = field(
         default="mean",
-        metadata=_help(
+        metadata=flag_help(
             "sentence vector for the classifier: mean of the tokens (transfers better from a short pretraining, "
             "docs/EXPERIMENTS.md run 4) or cls"
         ),
     )
-    finetune_epochs: float = field(default=3.0, metadata=_help("fine-tuning epochs (the time cap may stop earlier)"))
-    seed: int = field(default=0, metadata=_help("seed for everything"))
-    threads: int | None = field(default=None, metadata=_help("torch CPU threads (default: all cores)"))
+    finetune_epochs: float = field(default=3.0, metadata=flag_help("fine-tuning epochs (the time cap may stop earlier)"))
+    seed: int = field(default=0, metadata=flag_help("seed for everything", **SEED_RANGE))
+    threads: int | None = field(default=None, metadata=flag_help("torch CPU threads (default: all cores)"))
 
     def __post_init__(self) -> None:
         if self.minutes <= 0 or self.finetune_minutes <= 0:
@@ -328,11 +326,11 @@ def _report(cfg, vocab_size, manifest, summary, final_eval, before, after, score
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    add_dataclass_args(parser, QuickstartConfig)
+    add_config_args(parser, QuickstartConfig)
 
 
 def main(args: argparse.Namespace) -> int:
-    cfg = dataclass_from_args(QuickstartConfig, args)
+    cfg = config_from_args(QuickstartConfig, args)
     run(cfg)
     return 0
 

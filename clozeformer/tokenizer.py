@@ -64,6 +64,25 @@ def _log(msg: str) -> None:
     print(f"tokenizer: {msg}", file=sys.stderr)
 
 
+def check_vocab_fits(vocab_size: int, model_vocab_size: int, where: str) -> None:
+    """The one rule for a vocabulary against a model's embedding (`config.json` vocab_size).
+
+    More tokens than embedding rows: an error (ids past the table). Fewer: allowed, as in
+    checkpoints whose embedding is padded to a round size, with a note that the last ids are
+    never produced (a vocab.txt cut short by mistake shows up here)."""
+    if vocab_size > model_vocab_size:
+        raise ClozeformerError(
+            f"{where}: the vocab has {vocab_size} tokens but the model's vocab_size is {model_vocab_size}: "
+            "mismatched vocab (use the model's own vocab.txt)"
+        )
+    if vocab_size < model_vocab_size:
+        print(
+            f"note: {where}: the vocab has {vocab_size} tokens, the model's embedding {model_vocab_size} rows: "
+            f"ids {vocab_size}..{model_vocab_size - 1} are never produced",
+            file=sys.stderr,
+        )
+
+
 def read_vocab(path: str | Path) -> list[str]:
     """Tokens of a `vocab.txt`, in id order (line i is id i), as transformers reads them."""
     path = Path(path)

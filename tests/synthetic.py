@@ -21,46 +21,27 @@ def write_corpus(path: Path, n_docs: int, seed: int = 0) -> None:
             f.write("\n")
 
 
-def make_data_dir(root: Path, n_docs: int = 300) -> Path:
-    """Corpus -> a 120-token WordPiece vocab -> packed shards of 32 tokens, via the real CLI."""
+def train_tokenizer(inputs: list[Path] | Path, out: Path, vocab_size: int = 120) -> Path:
+    """A WordPiece vocab (no [unused] slots) trained on `inputs` through the real CLI."""
     from clozeformer.cli import main as cli_main
 
+    paths = [str(p) for p in (inputs if isinstance(inputs, list) else [inputs])]
+    argv = ["tokenizer", "train", "--input", *paths, "--vocab-size", str(vocab_size), "--num-unused", "0"]
+    assert cli_main([*argv, "--out", str(out), "--no-progress"]) == 0
+    return out
+
+
+def prepare_data(corpus: Path, tokenizer: Path, out: Path, mode: str = "packed", seq_len: int = 32) -> Path:
+    """Shards of `corpus` (5% validation) through the real `prepare` CLI."""
+    from clozeformer.cli import main as cli_main
+
+    argv = ["prepare", "--input", str(corpus), "--tokenizer", str(tokenizer), "--out", str(out), "--seq-len", str(seq_len)]
+    assert cli_main([*argv, "--mode", mode, "--val-fraction", "0.05", "--no-progress"]) == 0
+    return out
+
+
+def make_data_dir(root: Path, n_docs: int = 300) -> Path:
+    """Corpus -> a 120-token WordPiece vocab -> packed shards of 32 tokens, via the real CLI."""
     write_corpus(root / "corpus.txt", n_docs)
-    assert (
-        cli_main(
-            [
-                "tokenizer",
-                "train",
-                "--input",
-                str(root / "corpus.txt"),
-                "--vocab-size",
-                "120",
-                "--num-unused",
-                "0",
-                "--out",
-                str(root / "tok"),
-                "--no-progress",
-            ]
-        )
-        == 0
-    )
-    assert (
-        cli_main(
-            [
-                "prepare",
-                "--input",
-                str(root / "corpus.txt"),
-                "--tokenizer",
-                str(root / "tok"),
-                "--out",
-                str(root / "data"),
-                "--seq-len",
-                "32",
-                "--val-fraction",
-                "0.05",
-                "--no-progress",
-            ]
-        )
-        == 0
-    )
-    return root / "data"
+    train_tokenizer(root / "corpus.txt", root / "tok")
+    return prepare_data(root / "corpus.txt", root / "tok", root / "data")

@@ -28,6 +28,8 @@ from clozeformer.train.config import PretrainConfig
 from clozeformer.train.loop import pretrain
 from clozeformer.train.metrics import read_metrics
 
+pytestmark = pytest.mark.e2e  # subprocesses, kills, servers: the full suite, not the fast one
+
 STEPS = 18
 RUN_FLAGS = [
     "--max-steps",
@@ -263,6 +265,34 @@ def test_unreadable_state_is_a_clear_error(tmp_path):
         ckpt_io.load_trainer_state(ckpt)
     with pytest.raises(ClozeformerError, match="not a pretraining checkpoint"):
         ckpt_io.load_trainer_state(tmp_path)
+
+
+def test_damaged_newest_checkpoint_falls_back_to_the_previous_one(data_dir, reference, tmp_path, capsys):
+    """A garbage RNG file or a mistyped trainer_state.json in the newest checkpoint: one warning
+    naming the file, then the previous whole checkpoint is resumed, and the run ends bitwise as
+    the uninterrupted one. With every checkpoint damaged: one error line, exit 2."""
+    import shutil
+
+    from clozeformer.cli import main as cli_main
+
+    out = tmp_path / "run"
+    shutil.copytree(reference, out)  # a finished run: checkpoints 3, 6, ..., 18
+    argv = ["pretrain", "--data", str(data_dir), "--out", str(out), *RUN_FLAGS]
+    ckpts = out / "checkpoints"
+    (ckpts / f"step-{STEPS:06d}" / "rng_rank0.safetensors").write_bytes(b"\x00garbage")
+    res = subprocess.run(command(data_dir, out), env=env(), capture_output=True, text=True)  # steps 16-18 again
+    assert res.returncode == 0, res.stderr
+    assert f"warning: not resuming from step-{STEPS:06d}:" in res.stderr
+    assert "rng_rank0.safetensors: unreadable RNG state" in res.stderr
+    assert f"resuming from the previous checkpoint, step-{STEPS - 3:06d}" in res.stderr
+    assert_same_run(reference, out)
+    # every checkpoint damaged: the newest one's error, one line
+    for _, ckpt in ckpt_io.list_checkpoints(out):
+        state = json.loads((ckpt / "trainer_state.json").read_text())
+        (ckpt / "trainer_state.json").write_text(json.dumps({**state, "step": "x"}))
+    assert cli_main(argv) == 2
+    err = [line for line in capsys.readouterr().err.splitlines() if line.startswith("error:")]
+    assert len(err) == 1 and f"step-{STEPS:06d}/trainer_state.json: step must be a non-negative integer, got 'x'" in err[0]
 
 
 def test_rng_state_round_trip():

@@ -107,6 +107,24 @@ def test_flags_and_config_file_values_are_type_checked(tmp_path, capsys):
     ):
         cfg_file = tmp_path / "run.json"
         cfg_file.write_text(json.dumps({key: value}))
-        assert cli_main(base + ["--config-file", str(cfg_file)]) == 2
+        assert cli_main(base + ["--config", str(cfg_file)]) == 2
         err = capsys.readouterr().err
         assert f"error: config file: {expected}, got {value!r}" in err and err.count("\n") == 1, err
+
+
+def test_seed_bounds_for_flags_and_config_files(tmp_path, capsys):
+    """Every seed is checked at the boundary (NumPy takes 32 bits): -1 or 1e20 is one error line,
+    from a flag or from a --config file, before any work."""
+    from clozeformer.cli import main as cli_main
+
+    cfg_file = tmp_path / "run.json"
+    cfg_file.write_text(json.dumps({"seed": -1}))
+    for argv in (
+        ["finetune", "--task", "sst2", "--model", "tiny", "--seed", "-1"],
+        ["pretrain", "--data", str(tmp_path), "--seed", str(2**70)],
+        ["pretrain", "--data", str(tmp_path), "--config", str(cfg_file)],
+        ["prepare", "--input", "x", "--tokenizer", "y", "--out", str(tmp_path / "o"), "--seed", "-5"],
+    ):
+        assert cli_main(argv) == 2, argv
+        err = capsys.readouterr().err
+        assert err.startswith("error: --seed must be in [0, 4294967295]") and err.count("\n") == 1, err

@@ -20,6 +20,8 @@ from clozeformer.cli import main as cli_main
 from clozeformer.train import checkpoint as ckpt_io
 from clozeformer.train.metrics import read_metrics
 
+pytestmark = pytest.mark.e2e  # subprocesses, kills, servers: the full suite, not the fast one
+
 STEPS = 6
 # global batch 16 = 8 x 2 accum (1 process) = 4 x 2 accum x 2 processes; dropout 0 so both
 # sides compute the same function

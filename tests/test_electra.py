@@ -251,6 +251,7 @@ def test_a_full_width_generator_shares_the_embeddings(tmp_path):
     assert narrow.generator.bert.embeddings is not narrow.discriminator.bert.embeddings
 
 
+@pytest.mark.e2e
 def test_the_discriminator_learns_to_find_replacements(data, tmp_path):
     """Its loss beats the best constant answer (the entropy of the replaced fraction p), with the
     shared embeddings of a full-width one-layer generator (the sanity check of the objective)."""

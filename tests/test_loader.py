@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import random
+import re
 from pathlib import Path
 
 import numpy as np
@@ -230,3 +231,37 @@ def test_bad_loader_arguments_and_damaged_shards(data, tmp_path):
     (broken / "train-00000.tokens.npy").unlink()
     with pytest.raises(ClozeformerError, match="missing or corrupt"):
         PretrainLoader(broken)
+
+
+@pytest.mark.parametrize(
+    "key,value,expected",
+    [
+        ("seq_len", "128", "seq_len must be an integer >= 8"),
+        ("vocab_size", -3, "vocab_size must be an integer >= 1"),
+        ("num_train", 1.5, "num_train must be an integer >= 0"),
+        ("splits", [], "splits must be an object"),
+        ("token_dtype", "float16", "token_dtype must be uint16, int32, uint32 or int64"),
+        ("special_ids", {"pad": 0, "cls": 3, "sep": 4, "mask": 10**9}, "special_ids.mask must be an id below vocab_size"),
+    ],
+)
+def test_a_mistyped_manifest_field_is_named(data, tmp_path, key, value, expected):
+    m = json.loads((data["packed"] / "manifest.json").read_text())
+    (tmp_path / "manifest.json").write_text(json.dumps({**m, key: value}))
+    with pytest.raises(ClozeformerError, match=f"manifest.json: {re.escape(expected)}"):
+        read_manifest(tmp_path)
+
+
+def test_a_token_id_beyond_the_vocabulary_is_named(data, tmp_path):
+    import shutil
+
+    broken = tmp_path / "broken"
+    shutil.copytree(data["packed"], broken)
+    shard = broken / "train-00000.tokens.npy"
+    tokens = np.load(shard)
+    tokens[5] = np.iinfo(tokens.dtype).max  # one damaged id in the first sequence
+    np.save(shard, tokens)
+    loader = PretrainLoader(broken, batch_size=len(PretrainDataset(broken)), shuffle=False)
+    with pytest.raises(
+        ClozeformerError, match=r"sequence 0 of the train split holds token id \d+, not below the manifest's vocab_size"
+    ):
+        next(iter(loader))

@@ -12,11 +12,11 @@ from clozeformer.data.masking import (
     MaskingConfig,
     TokenTable,
     mask_tokens,
-    pad_batch,
     sample_keys,
     uniform,
 )
 from clozeformer.errors import ClozeformerError
+from clozeformer.padding import pad_right
 
 # A toy vocab: specials, [unused], whole words, "##" pieces and CJK characters.
 TOKENS = (
@@ -173,5 +173,5 @@ def test_collator_pads_masks_and_returns_tensors(table):
     assert batch["next_sentence_label"].tolist() == [1, 0]
     static = coll([{"input_ids": [4, 6, 5], "labels": [-100, 9, -100]}])
     assert static["labels"].tolist() == [[-100, 9, -100]] and static["input_ids"].tolist() == [[4, 6, 5]]
-    ids, attn = pad_batch([[1, 2], [3]], 0)
+    ids, attn = pad_right([[1, 2], [3]], 0)
     assert ids.tolist() == [[1, 2], [3, 0]] and attn.tolist() == [[1, 1], [1, 0]]

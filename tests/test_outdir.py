@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from synthetic import write_corpus
+from synthetic import train_tokenizer, write_corpus
 
 from clozeformer.cli import main as cli_main
 from clozeformer.config import BertConfig
@@ -88,25 +88,7 @@ def test_unfinished_writer_is_not_a_model(tmp_path):
 def corpus(tmp_path_factory) -> Path:
     root = tmp_path_factory.mktemp("outdir")
     write_corpus(root / "corpus.txt", 120)
-    tok = root / "tok"
-    assert (
-        cli_main(
-            [
-                "tokenizer",
-                "train",
-                "--input",
-                str(root / "corpus.txt"),
-                "--vocab-size",
-                "100",
-                "--num-unused",
-                "0",
-                "--out",
-                str(tok),
-                "--no-progress",
-            ]
-        )
-        == 0
-    )
+    train_tokenizer(root / "corpus.txt", root / "tok", vocab_size=100)
     return root
 
 

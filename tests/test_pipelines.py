@@ -228,6 +228,16 @@ def test_classify_bad_inputs(dirs):
     assert pipe(long)["truncated"] is True
     with pytest.raises(ClozeformerError, match="longer than the maximum of 512"):
         pipeline("classify", dirs["cls"], overlong="reject")(long)
+    # a huge single text is cut by characters before tokenizing (a window can hold at most
+    # 101 characters a token), with the same prediction as the text cut to its first window
+    huge = "good film . " * 20_000  # 240,000 characters, far past 16 x 101
+    small = pipeline("classify", dirs["cls"], max_length=16)
+    cut = small(huge)
+    assert cut["truncated"] is True and cut["label"] == small("good film . " * 10)["label"]
+    assert cut["scores"] == pytest.approx(small("good film . " * 10)["scores"])
+    with pytest.raises(InputError, match="input 0: 240,000 characters, more than 16 tokens take"):
+        pipeline("classify", dirs["cls"], max_length=16, overlong="reject")([huge])
+    assert pipeline("embed", dirs["cls"], max_length=16)(huge)["truncated"] is True
 
 
 # ----------------------------------------------------------------------------- embed + index

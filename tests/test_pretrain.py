@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from synthetic import write_corpus
+from synthetic import prepare_data, train_tokenizer, write_corpus
 
 from clozeformer import precision
 from clozeformer.cli import main as cli_main
@@ -27,49 +27,8 @@ def data(tmp_path_factory) -> dict[str, Path]:
     """A tiny WordPiece vocab trained on generated text, then packed and NSP shards (seq 32)."""
     root = tmp_path_factory.mktemp("pretrain_data")
     write_corpus(root / "corpus.txt", 300)
-    assert (
-        cli_main(
-            [
-                "tokenizer",
-                "train",
-                "--input",
-                str(root / "corpus.txt"),
-                "--vocab-size",
-                "120",
-                "--num-unused",
-                "0",
-                "--out",
-                str(root / "tok"),
-                "--no-progress",
-            ]
-        )
-        == 0
-    )
-    dirs = {}
-    for mode in ("packed", "nsp"):
-        dirs[mode] = root / mode
-        assert (
-            cli_main(
-                [
-                    "prepare",
-                    "--input",
-                    str(root / "corpus.txt"),
-                    "--tokenizer",
-                    str(root / "tok"),
-                    "--out",
-                    str(dirs[mode]),
-                    "--seq-len",
-                    "32",
-                    "--mode",
-                    mode,
-                    "--val-fraction",
-                    "0.05",
-                    "--no-progress",
-                ]
-            )
-            == 0
-        )
-    return dirs
+    train_tokenizer(root / "corpus.txt", root / "tok")
+    return {mode: prepare_data(root / "corpus.txt", root / "tok", root / mode, mode) for mode in ("packed", "nsp")}
 
 
 def cfg_for(data_dir: Path, out: Path, **kw) -> PretrainConfig:
@@ -235,7 +194,7 @@ def test_clear_errors_for_bad_setups(data, tmp_path, capsys):
             }
         )
     )
-    assert cli_main(base + ["--max-steps", "2", "--config", str(model_json)]) == 2
+    assert cli_main(base + ["--max-steps", "2", "--model-config", str(model_json)]) == 2
     err = capsys.readouterr().err
     assert "model vocab_size 999" in err and "data vocab_size 120" in err and str(model_json) in err
     assert cli_main(base) == 2
@@ -248,7 +207,7 @@ def test_config_file_and_flags(data, tmp_path):
     run_cfg = tmp_path / "run.yaml"
     run_cfg.write_text(f"data: {data['packed']}\nmax_steps: 2\nbatch_size: 4\nlr: 0.002\n")
     out = tmp_path / "run"
-    assert cli_main(["pretrain", "--config-file", str(run_cfg), "--out", str(out), "--batch-size", "8", "--no-progress"]) == 0
+    assert cli_main(["pretrain", "--config", str(run_cfg), "--out", str(out), "--batch-size", "8", "--no-progress"]) == 0
     saved = json.loads((out / "pretrain_config.json").read_text())
     assert (saved["max_steps"], saved["batch_size"], saved["lr"]) == (2, 8, 0.002)  # flags win over the file
 
@@ -413,25 +372,7 @@ def test_mlm_objective_on_nsp_data_trains_and_evaluates(tmp_path):
         sents = [" ".join(rng.choice(words) for _ in range(rng.randint(5, 12))) + " ." for _ in range(8)]
         docs.append("\n".join(sents))
     corpus.write_text("\n\n".join(docs) + "\n", encoding="utf-8")
-    vocab = tmp_path / "tok"
-    assert (
-        cli_main(
-            [
-                "tokenizer",
-                "train",
-                "--input",
-                str(corpus),
-                "--vocab-size",
-                "120",
-                "--num-unused",
-                "0",
-                "--out",
-                str(vocab),
-                "--no-progress",
-            ]
-        )
-        == 0
-    )
+    vocab = train_tokenizer(corpus, tmp_path / "tok")
     data = tmp_path / "data"
     assert (
         cli_main(

@@ -8,6 +8,8 @@ import sys
 
 import pytest
 
+pytestmark = pytest.mark.e2e  # subprocesses, kills, servers: the full suite, not the fast one
+
 
 @pytest.mark.slow
 def test_quickstart_runs_end_to_end_and_writes_only_under_out(tmp_path):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import gzip
+import json
 import shutil
 from pathlib import Path
 
@@ -178,6 +179,9 @@ def test_directories_and_globs(tmp_path):
     docs = list(r)
     assert len(docs) == 5
     assert r.stats.files == 4 and r.stats.files_skipped == 2  # empty + binary inside a directory: skipped
+    # ... and named, each with why, in a warning and in the summary
+    summary = r.stats.summary()
+    assert "blob.bin: looks like a binary file" in summary and "empty.txt: file is empty" in summary
     assert r.stats.formats == {"bert": 1, "wikiextractor": 1}
     files = expand_inputs([str(d / "**" / "*.txt")])
     assert [f.path.name for f in files] == ["a.txt", "b.txt", "empty.txt"]
@@ -238,3 +242,26 @@ def test_missing_empty_binary_and_corrupt_files(tmp_path):
     truncated.write_bytes(gzip.compress((FIXTURES / "corpus_bert.txt").read_bytes() * 200)[:300])
     with pytest.raises(ClozeformerError, match="cut.txt.gz: corrupt gzip data"):
         list(CorpusReader([truncated]))
+
+
+@pytest.mark.parametrize("fmt", ["lines", "jsonl", "bert", "paragraph"])
+def test_every_format_caps_documents_and_single_lines(tmp_path, fmt):
+    """A 3,000-character single line (a 50 MB one, in small) becomes documents of at most
+    max_doc_chars, cut at spaces, losing no word: memory and sentence splitting stay bounded."""
+    words = [f"w{i}" for i in range(600)]
+    line = " ".join(words)
+    p = tmp_path / "big.txt"
+    p.write_text((json.dumps({"text": line}) if fmt == "jsonl" else line) + "\n", encoding="utf-8")
+    r = CorpusReader([p], format=fmt, max_doc_chars=1000, dedupe=False)
+    docs = list(r)
+    assert len(docs) >= 2 and all(max(map(len, d.units)) <= 1000 and sum(map(len, d.units)) < 2000 for d in docs)
+    assert " ".join(u for d in docs for u in d.units).split() == words
+    assert r.stats.documents_cut == 1 and "cut 1 over-long documents" in r.stats.summary()
+
+
+def test_sentence_splitting_keeps_abbreviations_after_a_long_text():
+    """The word before each period is looked up locally (linear splitting), with the same answers."""
+    text = "x " * 50_000 + "Mr. Smith arrived. He sat down. The U.S. team won."
+    out = split_sentences(text)
+    assert len(out) == 3 and out[0].endswith("x Mr. Smith arrived.")
+    assert out[1:] == ["He sat down.", "The U.S. team won."]

@@ -32,6 +32,8 @@ from clozeformer.model import (  # noqa: E402
 )
 from clozeformer.tokenizer import Tokenizer  # noqa: E402
 
+pytestmark = pytest.mark.e2e  # subprocesses, kills, servers: the full suite, not the fast one
+
 FIXTURES = Path(__file__).parent / "fixtures"
 
 

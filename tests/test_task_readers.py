@@ -388,3 +388,58 @@ def test_csv_unbalanced_quote_is_an_error_not_a_quiet_skip(tmp_path):
     bad.write_text("\n".join(lines) + "\n", encoding="utf-8")
     with pytest.raises(ClozeformerError, match=r"bad\.csv:31: a quoted field opened on this line runs to line"):
         list(iter_csv(bad))
+
+
+# ----------------------------------------------------------------------------- malformed rows
+
+
+@pytest.mark.parametrize(
+    "name,text,line",
+    [
+        ("bad.tsv", "text\tlabel\ngood one\tpos\na tab\tinside\tneg\nfine\tneg\n", 3),
+        ("bad.csv", "text,label\ngood one,pos\nno label field\nfine,neg\n", 3),
+        (
+            "bad.jsonl",
+            '{"text": "good", "label": "pos"}\n{"text": ["a", "list"], "label": "neg"}\n{"text": "x", "label": "neg"}\n',
+            2,
+        ),
+    ],
+)
+def test_a_malformed_row_is_an_error_unless_skipped_and_counted(tmp_path, capsys, name, text, line):
+    path = tmp_path / name
+    path.write_text(text, encoding="utf-8")
+    spec = spec_of("classification")
+    with pytest.raises(ClozeformerError, match=rf"{name}:{line}: .*--skip-bad-rows"):
+        spec.read(path, Problems(), True)
+    problems = Problems(skip_bad_rows=True)
+    kept = spec.read(path, problems, True)
+    assert len(kept) == 2 and problems.rows_skipped[str(path)] == 1
+    assert f"{path}: kept 2 of 3 rows (1 malformed rows skipped)" in problems.summary()
+    capsys.readouterr()
+
+
+def test_a_glue_row_with_wrong_fields_is_an_error_outside_qqp(tmp_path):
+    (tmp_path / "train.tsv").write_text("sentence\tlabel\nfine\t1\ntab\tin the\t0\n", encoding="utf-8")
+    with pytest.raises(ClozeformerError, match=r"train.tsv:3: 3 tab-separated fields, expected 2"):
+        read_split("sst2", tmp_path, "train")
+    assert len(read_split("sst2", tmp_path, "train", problems=Problems(skip_bad_rows=True))) == 1
+
+
+def test_a_label_that_is_not_a_string_or_number_is_an_error(tmp_path):
+    path = tmp_path / "rows.jsonl"
+    path.write_text('{"text": "good", "label": "pos"}\n{"text": "bad", "label": ["neg"]}\n', encoding="utf-8")
+    with pytest.raises(ClozeformerError, match=r"rows.jsonl:2: label is list \['neg'\]; a label must be a string or a number"):
+        spec_of("classification").read(path, Problems(), True)
+
+
+def test_finetune_cli_skip_bad_rows_flag(tmp_path, capsys):
+    data = tmp_path / "d"
+    data.mkdir()
+    rows = ["text,label", *(f"row number {i},{'pos' if i % 2 else 'neg'}" for i in range(20)), "broken row without label"]
+    (data / "train.csv").write_text("\n".join(rows) + "\n", encoding="utf-8")
+    base = ["finetune", "--task", "classification", "--data", f"train={data / 'train.csv'}", "--model", "tiny"]
+    base += ["--tokenizer", str(VOCAB), "--epochs", "1", "--threads", "1", "--batch-size", "8"]
+    assert cli_main([*base, "--out", str(tmp_path / "a")]) == 2
+    assert "train.csv:22:" in capsys.readouterr().err
+    assert cli_main([*base, "--out", str(tmp_path / "b"), "--skip-bad-rows"]) == 0
+    assert "kept 20 of 21 rows" in capsys.readouterr().err

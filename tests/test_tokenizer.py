@@ -12,7 +12,7 @@ import pytest
 
 from clozeformer.cli import main as cli_main
 from clozeformer.errors import ClozeformerError
-from clozeformer.tokenizer import Tokenizer, infer_lowercase
+from clozeformer.tokenizer import Tokenizer, check_vocab_fits, infer_lowercase
 
 FIXTURES = Path(__file__).parent / "fixtures"
 UNCASED = FIXTURES / "tok_vocab.txt"
@@ -334,3 +334,16 @@ def test_shared_parity_google_vocabs(shared_data, name, lower):
         got = ours.encode_batch(firsts, pairs, max_length=128)
         assert [e.input_ids for e in got] == ref["input_ids"], f"{name}/{source} pairs"
         assert [e.token_type_ids for e in got] == ref["token_type_ids"]
+
+
+def test_a_vocab_against_the_model_embedding(capsys):
+    """One rule (finetune, evaluate, pipelines): more tokens than rows is an error; fewer is
+    allowed (padded embeddings) with a note naming the ids that are never produced."""
+    check_vocab_fits(10, 10, "m")
+    assert capsys.readouterr().err == ""
+    with pytest.raises(ClozeformerError, match="m: the vocab has 11 tokens but the model's vocab_size is 10"):
+        check_vocab_fits(11, 10, "m")
+    check_vocab_fits(8, 10, "m")
+    assert (
+        capsys.readouterr().err == "note: m: the vocab has 8 tokens, the model's embedding 10 rows: ids 8..9 are never produced\n"
+    )

@@ -9,13 +9,12 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from clozeformer.cliutil import add_dataclass_args, dataclass_from_args, load_config_file, print_config
+from clozeformer.cliutil import add_config_args, config_from_args, print_config
 from clozeformer.data.prepare import PrepareConfig, prepare
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--config", help="JSON/YAML file of PrepareConfig values (flags win)")
-    add_dataclass_args(parser, PrepareConfig)
+    add_config_args(parser, PrepareConfig)
     # Shorthands for --mode, as in the original scripts' vocabulary.
     group = parser.add_mutually_exclusive_group()
     group.add_argument(
@@ -37,7 +36,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
-    cfg = dataclass_from_args(PrepareConfig, args, load_config_file(args.config) if args.config else None)
+    cfg = config_from_args(PrepareConfig, args)
     print_config(cfg)
     manifest = prepare(cfg)
     print(

@@ -36,6 +36,7 @@ from clozeformer.data.masking import (
 from clozeformer.data.prepare import FORMAT_VERSION, MANIFEST
 from clozeformer.errors import ClozeformerError
 from clozeformer.io import read_json_object
+from clozeformer.padding import pad_right
 
 __all__ = ["PretrainLoader", "PretrainDataset", "MaskingConfig", "read_manifest"]
 
@@ -54,6 +55,23 @@ def read_manifest(data_dir: str | Path) -> dict:
     missing = [k for k in _REQUIRED if k not in m]
     if missing:
         raise ClozeformerError(f"{path}: corrupt manifest (missing {', '.join(missing)})")
+
+    def typed(key: str, ok: bool, expected: str) -> None:
+        if not ok:
+            raise ClozeformerError(
+                f"{path}: {key} must be {expected}, got {m[key]!r}; a corrupt manifest: rerun `clozeformer prepare`"
+            )
+
+    def count(v: Any, low: int = 0) -> bool:
+        return isinstance(v, int) and not isinstance(v, bool) and v >= low
+
+    for key, low in (("seq_len", 8), ("vocab_size", 1), ("num_train", 0), ("num_val", 0)):
+        typed(key, count(m[key], low), f"an integer >= {low}")
+    typed("special_ids", isinstance(m["special_ids"], dict), "an object")
+    typed("splits", isinstance(m["splits"], dict), "an object")
+    typed("token_dtype", m["token_dtype"] in ("uint16", "int32", "uint32", "int64"), "uint16, int32, uint32 or int64")
+    if not isinstance(m.get("format_version", FORMAT_VERSION), int):
+        typed("format_version", False, "an integer")
     if m.get("format_version", FORMAT_VERSION) > FORMAT_VERSION:
         raise ClozeformerError(f"{path}: format_version {m['format_version']} is newer than this clozeformer reads")
     if m["mode"] not in ("packed", "nsp"):
@@ -61,6 +79,8 @@ def read_manifest(data_dir: str | Path) -> dict:
     for role in ("pad", "cls", "sep", "mask"):
         if role not in m["special_ids"]:
             raise ClozeformerError(f"{path}: special_ids lacks {role!r}")
+        if not (count(m["special_ids"][role]) and m["special_ids"][role] < m["vocab_size"]):
+            raise ClozeformerError(f"{path}: special_ids.{role} must be an id below vocab_size, got {m['special_ids'][role]!r}")
     return m
 
 
@@ -159,6 +179,7 @@ class PretrainLoader:
         tokens = _read_tokens(tok_dir / "vocab.txt", self.manifest["vocab_size"])
         self.table = TokenTable.from_tokens(tokens, self.manifest["special_ids"])
         self.pad_id = int(self.manifest["special_ids"]["pad"])
+        self.vocab_size = int(self.manifest["vocab_size"])
         self.global_batch_size = batch_size * world_size
         n = len(self.dataset)
         if drop_last and n < self.global_batch_size:
@@ -209,17 +230,16 @@ class PretrainLoader:
         import torch
 
         rows = self.dataset.gather(indices)
-        lens = np.fromiter((len(r["input_ids"]) for r in rows), dtype=np.int64, count=len(rows))
-        t = int(lens.max())
-        ids = np.full((len(rows), t), self.pad_id, dtype=np.int64)  # (B, T)
-        for i, r in enumerate(rows):
-            ids[i, : lens[i]] = r["input_ids"]
-        pos = np.arange(t)[None, :]
-        attn = (pos < lens[:, None]).astype(np.int64)  # (B, T)
+        ids, attn = pad_right([r["input_ids"] for r in rows], self.pad_id)  # (B, T) each
+        if ids.size and int(ids.max()) >= self.vocab_size:  # a damaged shard, or one of another vocabulary
+            bad = int(indices[int(np.argmax(ids.max(axis=1)))])
+            raise ClozeformerError(
+                f"{self.dataset.dir}: sequence {bad} of the {self.split} split holds token id {int(ids.max())}, "
+                f"not below the manifest's vocab_size {self.vocab_size}: the shard is corrupt"
+            )
+        pos = np.arange(ids.shape[1])[None, :]
         if self.dataset.static:
-            labels = np.full_like(ids, IGNORE_INDEX)
-            for i, r in enumerate(rows):
-                labels[i, : lens[i]] = r["labels"]
+            labels, _ = pad_right([r["labels"] for r in rows], IGNORE_INDEX, ids.shape[1])
             masked = ids
             if self.causal:  # static shards store the masked text: restore it first
                 ids = np.where(labels != IGNORE_INDEX, labels, ids)

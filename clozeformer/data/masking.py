@@ -28,6 +28,7 @@ from typing import Literal
 import numpy as np
 
 from clozeformer.errors import ClozeformerError
+from clozeformer.padding import pad_right
 
 IGNORE_INDEX = -100  # label value of unmasked positions (torch cross_entropy's ignore_index)
 
@@ -189,19 +190,6 @@ def next_token_labels(ids: np.ndarray, attention_mask: np.ndarray) -> np.ndarray
     return labels
 
 
-def pad_batch(
-    seqs: Sequence[Sequence[int] | np.ndarray], pad_id: int, length: int | None = None
-) -> tuple[np.ndarray, np.ndarray]:
-    """Right-pad sequences into (B, T) int64 ids and a (B, T) attention mask; T = longest (or `length`)."""
-    lens = np.fromiter((len(s) for s in seqs), dtype=np.int64, count=len(seqs))
-    t = int(lens.max(initial=0)) if length is None else int(length)
-    ids = np.full((len(seqs), t), pad_id, dtype=np.int64)
-    for i, s in enumerate(seqs):  # one copy per sequence (not per token)
-        ids[i, : lens[i]] = s
-    attn = (np.arange(t)[None, :] < lens[:, None]).astype(np.int64)
-    return ids, attn
-
-
 class ClozeCollator:
     """A `collate_fn` for a torch DataLoader: pad examples, mask them, return torch tensors.
 
@@ -221,12 +209,12 @@ class ClozeCollator:
         import torch
 
         rows = [ex["input_ids"] if isinstance(ex, dict) else ex for ex in examples]
-        ids, attn = pad_batch(rows, self.table.pad_id)
+        ids, attn = pad_right(rows, self.table.pad_id)
         keys = sample_keys(self.seed, self.calls, np.arange(len(rows)))
         self.calls += 1
         first = examples[0] if len(examples) else {}
         if isinstance(first, dict) and "labels" in first:  # already masked (static masking)
-            labels, _ = pad_batch([ex["labels"] for ex in examples], IGNORE_INDEX, ids.shape[1])
+            labels, _ = pad_right([ex["labels"] for ex in examples], IGNORE_INDEX, ids.shape[1])
             masked = ids
         else:
             masked, labels = mask_tokens(ids, keys, self.table, self.masking, attn)
@@ -236,7 +224,7 @@ class ClozeCollator:
             "labels": torch.from_numpy(labels),
         }
         if isinstance(first, dict) and "token_type_ids" in first:
-            tt, _ = pad_batch([ex["token_type_ids"] for ex in examples], 0, ids.shape[1])
+            tt, _ = pad_right([ex["token_type_ids"] for ex in examples], 0, ids.shape[1])
             out["token_type_ids"] = torch.from_numpy(tt)
         else:
             out["token_type_ids"] = torch.zeros_like(out["input_ids"])

@@ -40,9 +40,11 @@ from typing import Literal
 
 import numpy as np
 
-from clozeformer.data.masking import MaskingConfig, TokenTable, mask_tokens, pad_batch, sample_keys
+from clozeformer.cliutil import SEED_RANGE
+from clozeformer.data.masking import MaskingConfig, TokenTable, mask_tokens, sample_keys
 from clozeformer.data.readers import FORMATS, CorpusReader, Document, split_sentences
 from clozeformer.errors import ClozeformerError
+from clozeformer.padding import pad_right
 
 MANIFEST = "manifest.json"
 FORMAT_VERSION = 1
@@ -73,7 +75,7 @@ class PrepareConfig:
     whole_word: bool = field(default=False, metadata={"help": "static masking: whole-word masking"})
     short_seq_prob: float = field(default=0.1, metadata={"help": "nsp: probability of a shorter target length"})
     val_fraction: float = field(default=0.005, metadata={"help": "fraction of documents held out for validation"})
-    seed: int = field(default=12345, metadata={"help": "seed for splits, pairing and static masks"})
+    seed: int = field(default=12345, metadata={"help": "seed for splits, pairing and static masks", **SEED_RANGE})
     workers: int = field(default=2, metadata={"help": "tokenizer processes (0: tokenize in this process)"})
     min_doc_chars: int = field(default=200, metadata={"help": "drop documents shorter than this"})
     dedupe: bool = field(default=True, metadata={"help": "drop exact duplicate documents"})
@@ -127,6 +129,11 @@ _WORKER_BACKEND = None
 
 
 def _init_worker(tokenizer_json: str) -> None:
+    import signal
+
+    from clozeformer.procs import die_with_parent
+
+    die_with_parent(signal.SIGKILL)  # a killed `prepare` leaves no tokenizer workers behind
     # One process per core does the parallelism; tokenizers' own thread pool would oversubscribe.
     os.environ["TOKENIZERS_PARALLELISM"] = "false"
     global _WORKER_BACKEND
@@ -469,7 +476,7 @@ class ShardWriter:
 
 def _static_masker(table: TokenTable, cfg: MaskingConfig, seed: int, split_code: int):
     def mask(seqs: list[np.ndarray], first_index: int) -> tuple[np.ndarray, np.ndarray]:
-        ids, attn = pad_batch(seqs, table.pad_id)
+        ids, attn = pad_right(seqs, table.pad_id)
         keys = sample_keys(seed, STATIC_MASK_EPOCH + split_code, np.arange(first_index, first_index + len(seqs)))
         return mask_tokens(ids, keys, table, cfg, attn)
 

@@ -31,6 +31,7 @@ import io
 import json
 import os
 import re
+import sys
 import zlib
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field, fields
@@ -72,14 +73,17 @@ fig figs eq ch sec art jan feb mar apr jun jul aug sep sept oct nov dec mon tue 
 _EN_END = re.compile(r"[.!?]+[\"'\u201d\u2019)\]]*(?=\s+[\"'\u201c\u2018(\[]*[A-Z0-9\u00c0-\u00d6\u00d8-\u00de])")
 # A Chinese/Japanese sentence ends at 。！？ (plus closing quotes); no whitespace follows in CJK text.
 _ZH_END = re.compile(r"[\u3002\uff01\uff1f]+[\u201d\u2019\"'\u300d\u300f\uff09)]*")
-_WORD_BEFORE = re.compile(r"(\S+)$")
+
+
+#: how far back from a period the word before it is looked for (bounded: linear splitting)
+_WORD_LOOKBACK = 64
 
 
 def _is_abbreviation(text: str, dot: int) -> bool:
-    m = _WORD_BEFORE.search(text, 0, dot)
-    if not m:
-        return False
-    word = m.group(1).lstrip("\"'\u201c\u2018([")
+    i, lo = dot, max(0, dot - _WORD_LOOKBACK)
+    while i > lo and not text[i - 1].isspace():  # the word before the period, scanned backwards
+        i -= 1
+    word = text[i:dot].lstrip("\"'\u201c\u2018([")
     if not word:
         return False
     if "." in word:  # U.S, e.g, p.m
@@ -146,6 +150,8 @@ class ReaderStats:
 
     files: int = 0
     files_skipped: int = 0  # empty or binary files met inside a directory or glob
+    skipped_files: list = field(default_factory=list)  # their paths and why (first 20)
+    documents_cut: int = 0  # documents (or single lines) over max_doc_chars, cut into pieces
     documents: int = 0
     kept: int = 0
     too_short: int = 0
@@ -165,8 +171,15 @@ class ReaderStats:
             f"read {self.documents:,} documents from {self.files:,} files ({self.bytes / 1e6:,.1f} MB; {fmts}); "
             f"kept {self.kept:,}; filtered {filtered:,} ({self.too_short:,} too short, "
             f"{self.duplicates:,} duplicates); skipped {self.malformed:,} malformed records and "
-            f"{self.files_skipped:,} files; replaced {self.invalid_bytes:,} invalid UTF-8 bytes"
+            f"{self.files_skipped:,} files{self._skipped_names()}; replaced {self.invalid_bytes:,} invalid UTF-8 bytes"
+            + (f"; cut {self.documents_cut:,} over-long documents" if self.documents_cut else "")
         )
+
+    def _skipped_names(self) -> str:
+        if not self.skipped_files:
+            return ""
+        more = self.files_skipped - len(self.skipped_files[:3])
+        return " (" + "; ".join(self.skipped_files[:3]) + (f"; {more} more" if more > 0 else "") + ")"
 
 
 @dataclass(frozen=True)
@@ -255,7 +268,7 @@ def sniff(path: Path) -> bytes:
         raw.close()
 
 
-def check_text(path: Path, sample: bytes) -> str | None:
+def why_not_text(path: Path, sample: bytes) -> str | None:
     """None when `sample` looks like text, else why not (empty, binary)."""
     if not sample:
         return "file is empty"
@@ -436,6 +449,45 @@ _PARSERS = {
 
 
 # ----------------------------------------------------------------------------- the reader
+def _pieces(unit: str, max_chars: int) -> list[str]:
+    """`unit` cut into pieces of at most `max_chars`, at the last whitespace before each limit
+    (hard cuts only inside a run of max_chars non-space characters)."""
+    out, start = [], 0
+    while len(unit) - start > max_chars:
+        end = start + max_chars
+        cut = unit.rfind(" ", start + max_chars // 2, end)
+        cut = end if cut < 0 else cut
+        out.append(unit[start:cut])
+        start = cut + (cut < end)  # skip the space cut at
+    out.append(unit[start:])
+    return out
+
+
+def bounded(docs: Iterable[Document], max_chars: int, stats: ReaderStats) -> Iterator[Document]:
+    """Every format's documents held near `max_chars`, as the paragraph reader cuts books: a
+    document under 2 x max_chars whose units are too passes as it is; otherwise a unit (line,
+    paragraph, JSON text) over 2 x max_chars is cut at spaces into pieces of max_chars (a 50 MB
+    single line), and the document ends at each unit boundary at or past max_chars. Memory and
+    the sentence splitter's work stay bounded whatever the input."""
+    for doc in docs:
+        total = sum(map(len, doc.units))
+        if total < 2 * max_chars:
+            yield doc  # within the rule (the readers that cut themselves produce these)
+            continue
+        stats.documents_cut += 1
+        units: list[str] = []
+        size = 0
+        for unit in doc.units:
+            for piece in _pieces(unit, max_chars) if len(unit) > 2 * max_chars else [unit]:
+                units.append(piece)
+                size += len(piece)
+                if size >= max_chars:
+                    yield Document(units, doc.presplit, doc.source)
+                    units, size = [], 0
+        if units:
+            yield Document(units, doc.presplit, doc.source)
+
+
 class CorpusReader:
     """Iterate the documents of `inputs` (files, directories, globs), filtered and counted.
 
@@ -475,11 +527,14 @@ class CorpusReader:
 
     def _file_documents(self, f: InputFile) -> Iterator[Document]:
         sample = sniff(f.path)
-        problem = check_text(f.path, sample)
+        problem = why_not_text(f.path, sample)
         if problem:
             if f.explicit:
                 raise ClozeformerError(f"{f.path}: {problem}")
             self.stats.files_skipped += 1
+            if len(self.stats.skipped_files) < 20:
+                self.stats.skipped_files.append(f"{f.path}: {problem}")
+            print(f"warning: {f.path}: {problem}; skipped", file=sys.stderr)
             return
         fmt = self.format if self.format != "auto" else detect_format(sample.decode("utf-8", errors="replace"))
         self.stats.formats[fmt] = self.stats.formats.get(fmt, 0) + 1
@@ -506,7 +561,7 @@ class CorpusReader:
         seen: set[bytes] = set()
         for f in self.files:
             self.stats.files += 1
-            for doc in self._file_documents(f):
+            for doc in bounded(self._file_documents(f), self.max_doc_chars, self.stats):
                 self.stats.documents += 1
                 if sum(map(len, doc.units)) < self.min_doc_chars:
                     self.stats.too_short += 1

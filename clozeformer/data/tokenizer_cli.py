@@ -17,7 +17,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from clozeformer.cliutil import add_dataclass_args, dataclass_from_args, load_config_file, print_config, save_config
+from clozeformer.cliutil import add_config_args, config_from_args, print_config, save_config
 from clozeformer.data.readers import FORMATS, CorpusReader
 from clozeformer.errors import ClozeformerError
 from clozeformer.io import check_output_dir, mark_owned
@@ -113,12 +113,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     train = sub.add_parser(
         "train", help="learn a WordPiece vocab from corpora", formatter_class=argparse.ArgumentDefaultsHelpFormatter
     )
-    train.add_argument("--config", help="JSON/YAML file of TokenizerTrainConfig values (flags win)")
-    add_dataclass_args(train, TokenizerTrainConfig)
+    add_config_args(train, TokenizerTrainConfig)
 
 
 def main(args: argparse.Namespace) -> int:
-    cfg = dataclass_from_args(TokenizerTrainConfig, args, load_config_file(args.config) if args.config else None)
+    cfg = config_from_args(TokenizerTrainConfig, args)
     print_config(cfg)
     check_output_dir(cfg.out, cfg.overwrite)  # before the (long) training
     tok, summary = train_tokenizer(cfg)

@@ -4,7 +4,6 @@ and ONNX export.
     pipelines.py  `pipeline(task, model=DIR)`: the factory and the shared batch loop
     fill_mask.py / classify.py / embed.py / qa.py / ner.py   one task each (+ its CLI verb)
     runners.py    load an HF-format directory; run it in PyTorch or ONNX Runtime
-    batching.py   length-sorted batches with dynamic padding
     index.py      embedding index on disk (.npy + JSONL) and the `search` verb
     server.py     FastAPI app with micro-batching; the `serve` verb
     onnx_export.py  export with dynamic axes, parity check; the `export` verb

@@ -16,6 +16,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from clozeformer.cliutil import config_from_args
 from clozeformer.errors import ClozeformerError
 from clozeformer.infer import cli
 from clozeformer.infer.pipelines import Example, InputError, Pipeline, Window, check_text
@@ -52,8 +53,12 @@ class ClassifyPipeline(Pipeline):
 
     def preprocess(self, items: Sequence[Any]) -> list[Example]:
         pairs = [split_pair(i, item) for i, item in enumerate(items)]
-        encs = self.backend.encode_batch([a if b is None else (a, b) for a, b in pairs])
-        return [Example([Window(enc.ids, enc.type_ids)], {"truncated": self.check_length(i, enc)}) for i, enc in enumerate(encs)]
+        clipped = [(self.clip_chars(i, a), None if b is None else self.clip_chars(i, b)) for i, (a, b) in enumerate(pairs)]
+        encs = self.backend.encode_batch([a[0] if b is None else (a[0], b[0]) for a, b in clipped])
+        return [
+            Example([Window(enc.ids, enc.type_ids)], {"truncated": self.check_length(i, enc) or a[1] or bool(b and b[1])})
+            for i, (enc, (a, b)) in enumerate(zip(encs, clipped))
+        ]
 
     def forward(self, batch: Batch, windows: list[Window]) -> list[Any]:
         logits = self.runner.logits(batch)  # (B, K)
@@ -79,7 +84,7 @@ class ClassifyPipeline(Pipeline):
 
 
 @dataclass
-class ClassifyConfig(cli.PredictConfig):
+class ClassifyConfig(cli.PipelineConfig):
     pair: str | None = field(
         default=None, metadata={"help": "second text of a pair, for one argument input (files: a TAB or a text_pair field)"}
     )
@@ -112,7 +117,7 @@ def _as_text(record: cli.Record, result: dict) -> str:
 
 
 def main(args: argparse.Namespace) -> int:
-    cfg = cli.config_from_args(ClassifyConfig, args)
+    cfg = config_from_args(ClassifyConfig, args)
 
     def text_line(line: str, source: str) -> Any:
         if cfg.pair is not None:

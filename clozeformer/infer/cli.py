@@ -20,13 +20,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from clozeformer.cliutil import add_dataclass_args, dataclass_from_args, load_config_file, print_config, save_config
+from clozeformer.cliutil import add_config_args, print_config, save_config
 from clozeformer.errors import ClozeformerError
 from clozeformer.io import json_object
 
 
 @dataclass
-class PredictConfig:
+class PipelineConfig:
     """Options every prediction verb takes."""
 
     model: str = field(default="", metadata={"help": "model directory (HF format: config.json, model.safetensors, vocab.txt)"})
@@ -88,12 +88,7 @@ class Record:
 
 
 def add_arguments(parser: argparse.ArgumentParser, cls: type) -> None:
-    add_dataclass_args(parser, cls, positional=("inputs",))
-    parser.add_argument("--config", default=None, help="JSON/YAML file of option values (flags win)")
-
-
-def config_from_args(cls: type, args: argparse.Namespace):
-    return dataclass_from_args(cls, args, load_config_file(args.config) if args.config else None)
+    add_config_args(parser, cls, positional=("inputs",))
 
 
 def show_config(cfg: Any) -> None:
@@ -101,7 +96,7 @@ def show_config(cfg: Any) -> None:
         print_config(cfg)
 
 
-def read_lines(path: str) -> list[tuple[int, str]]:
+def read_numbered_lines(path: str) -> list[tuple[int, str]]:
     """(line number, line) of a UTF-8 text file or stdin; binary and non-UTF-8 files are errors."""
     if path == "-":
         data, name = sys.stdin.buffer.read(), "<stdin>"
@@ -130,7 +125,7 @@ def echo_of(value: Any) -> dict:
 
 
 def read_records(
-    cfg: PredictConfig, from_fields: Callable[[dict, str], Any], text_line: Callable[[str, str], Any]
+    cfg: PipelineConfig, from_fields: Callable[[dict, str], Any], text_line: Callable[[str, str], Any]
 ) -> list[Record]:
     """Inputs from arguments, or from `cfg.input` as text lines or JSONL objects.
 
@@ -145,7 +140,7 @@ def read_records(
             raise ClozeformerError("no inputs: give text as arguments or --input FILE ('-' for stdin)")
         cfg.input = "-"
     name = "<stdin>" if cfg.input == "-" else cfg.input
-    lines = [(n, s) for n, s in read_lines(cfg.input) if s.strip()]
+    lines = [(n, s) for n, s in read_numbered_lines(cfg.input) if s.strip()]
     fmt = cfg.format
     if fmt == "auto":
         fmt = "jsonl" if name.endswith(".jsonl") or (lines and lines[0][1].lstrip().startswith("{")) else "text"
@@ -184,7 +179,7 @@ def run_predictions(pipe, records: list[Record], progress: bool) -> list[Any]:
         raise ClozeformerError(f"{records[e.index].source}: {e.reason}") from None
 
 
-def write_results(cfg: PredictConfig, records: list[Record], results: list[Any], as_text: Callable[[Record, Any], str]) -> None:
+def write_results(cfg: PipelineConfig, records: list[Record], results: list[Any], as_text: Callable[[Record, Any], str]) -> None:
     if cfg.json:
         lines = [json.dumps({**r.echo, **res}, ensure_ascii=False) for r, res in zip(records, results)]
     else:
@@ -201,7 +196,7 @@ def write_results(cfg: PredictConfig, records: list[Record], results: list[Any],
         sys.stdout.flush()
 
 
-def predict_main(task: str, cfg: PredictConfig, task_options: dict, from_fields, text_line, as_text) -> int:
+def predict_main(task: str, cfg: PipelineConfig, task_options: dict, from_fields, text_line, as_text) -> int:
     """The whole verb: config -> inputs -> pipeline -> results."""
     from clozeformer.infer.pipelines import pipeline
 

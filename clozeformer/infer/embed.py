@@ -20,6 +20,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+from clozeformer.cliutil import config_dict, config_from_args
 from clozeformer.errors import ClozeformerError
 from clozeformer.infer import cli
 from clozeformer.infer.pipelines import Example, Pipeline, Window, check_text
@@ -50,9 +51,10 @@ class EmbedPipeline(Pipeline):
 
     def preprocess(self, items: Sequence[Any]) -> list[Example]:
         texts = [check_text(i, t) for i, t in enumerate(items)]
+        clipped = [self.clip_chars(i, t) for i, t in enumerate(texts)]
         return [
-            Example([Window(enc.ids, enc.type_ids)], {"truncated": self.check_length(i, enc)})
-            for i, enc in enumerate(self.backend.encode_batch(texts))
+            Example([Window(enc.ids, enc.type_ids)], {"truncated": self.check_length(i, enc) or cut})
+            for i, (enc, (_, cut)) in enumerate(zip(self.backend.encode_batch([t for t, _ in clipped]), clipped))
         ]
 
     def forward(self, batch: Batch, windows: list[Window]) -> list[Any]:
@@ -82,7 +84,7 @@ class EmbedPipeline(Pipeline):
 
 
 @dataclass
-class EmbedConfig(cli.PredictConfig):
+class EmbedConfig(cli.PipelineConfig):
     pooling: Pooling = field(default="cls", metadata={"help": "[CLS] vector or mean over tokens"})
     normalize: bool = field(default=True, metadata={"help": "L2-normalise each vector"})
     build_index: str | None = field(
@@ -102,11 +104,10 @@ def _as_text(record: cli.Record, result: dict) -> str:
 
 
 def main(args: argparse.Namespace) -> int:
-    from clozeformer.cliutil import config_dict
     from clozeformer.infer.index import EmbeddingIndex
     from clozeformer.infer.pipelines import InputError, pipeline
 
-    cfg = cli.config_from_args(EmbedConfig, args)
+    cfg = config_from_args(EmbedConfig, args)
     if cfg.build_index is None:
         return cli.predict_main(
             "embed",

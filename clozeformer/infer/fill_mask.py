@@ -19,6 +19,7 @@ from typing import Any
 
 import torch
 
+from clozeformer.cliutil import config_from_args
 from clozeformer.errors import ClozeformerError
 from clozeformer.infer import cli
 from clozeformer.infer.pipelines import Example, InputError, Pipeline, Window, check_text
@@ -46,12 +47,13 @@ class FillMaskPipeline(Pipeline):
     def preprocess(self, items: Sequence[Any]) -> list[Example]:
         texts = [check_text(i, t) for i, t in enumerate(items)]
         examples = []
-        for i, (text, enc) in enumerate(zip(texts, self.backend.encode_batch(texts))):
+        clipped = [self.clip_chars(i, t) for i, t in enumerate(texts)]
+        for i, (text, enc) in enumerate(zip(texts, self.backend.encode_batch([t for t, _ in clipped]))):
             positions = [p for p, t in enumerate(enc.ids) if t == self.mask_id]  # token indices of [MASK]
             written = text.count(MASK)
             if not positions and not written:
                 raise InputError(i, f"no {MASK} in the text; put {MASK} where a word should be predicted")
-            truncated = self.check_length(i, enc)
+            truncated = self.check_length(i, enc) or clipped[i][1]
             if not positions:
                 raise InputError(i, f"every {MASK} lies past the first {self.max_length} tokens")
             examples.append(
@@ -105,7 +107,7 @@ class FillMaskPipeline(Pipeline):
 
 
 @dataclass
-class FillMaskConfig(cli.PredictConfig):
+class FillMaskConfig(cli.PipelineConfig):
     top_k: int = field(default=5, metadata={"help": "candidates per [MASK]"})
 
 
@@ -122,7 +124,7 @@ def _as_text(record: cli.Record, result: dict) -> str:
 
 
 def main(args: argparse.Namespace) -> int:
-    cfg = cli.config_from_args(FillMaskConfig, args)
+    cfg = config_from_args(FillMaskConfig, args)
     return cli.predict_main(
         "fill-mask",
         cfg,

@@ -26,6 +26,7 @@ from typing import Any
 import numpy as np
 
 from clozeformer import __version__
+from clozeformer.cliutil import config_from_args
 from clozeformer.errors import ClozeformerError
 from clozeformer.infer import cli
 
@@ -111,7 +112,7 @@ class EmbeddingIndex:
         except ValueError as e:
             raise ClozeformerError(f"{directory / 'embeddings.npy'}: unreadable ({e})") from None
         texts, ids = [], []
-        for n, line in cli.read_lines(str(directory / "texts.jsonl")):
+        for n, line in cli.read_numbered_lines(str(directory / "texts.jsonl")):
             if not line.strip():
                 continue
             try:
@@ -162,7 +163,7 @@ class EmbeddingIndex:
 
 
 @dataclass
-class SearchConfig(cli.PredictConfig):
+class SearchConfig(cli.PipelineConfig):
     index: str = field(default="", metadata={"help": "index directory (from `clozeformer embed --build-index`)"})
     top_k: int = field(default=5, metadata={"help": "hits per query"})
 
@@ -187,7 +188,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def main(args: argparse.Namespace) -> int:
     from clozeformer.infer.pipelines import InputError, pipeline
 
-    cfg = cli.config_from_args(SearchConfig, args)
+    cfg = config_from_args(SearchConfig, args)
     cli.show_config(cfg)
     index = EmbeddingIndex.load(cfg.index)
     records = cli.read_records(cfg, lambda obj, src: cli.require_field(obj, "text", src), lambda line, src: line)

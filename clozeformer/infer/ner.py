@@ -25,6 +25,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from clozeformer.cliutil import config_from_args
 from clozeformer.errors import ClozeformerError
 from clozeformer.infer import cli
 from clozeformer.infer.pipelines import Example, Pipeline, Window, check_text
@@ -125,7 +126,7 @@ class NerPipeline(Pipeline):
 
 
 @dataclass
-class NerConfig(cli.PredictConfig):
+class NerConfig(cli.PipelineConfig):
     aggregation: Aggregation = field(
         default="first", metadata={"help": "a word's label: its first piece's, or the argmax of its pieces' mean"}
     )
@@ -147,7 +148,7 @@ def _as_text(record: cli.Record, result: dict) -> str:
 
 
 def main(args: argparse.Namespace) -> int:
-    cfg = cli.config_from_args(NerConfig, args)
+    cfg = config_from_args(NerConfig, args)
     return cli.predict_main(
         "ner",
         cfg,

@@ -176,16 +176,15 @@ class ExportConfig:
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    from clozeformer.cliutil import add_dataclass_args
+    from clozeformer.cliutil import add_config_args
 
-    add_dataclass_args(parser, ExportConfig)
-    parser.add_argument("--config", default=None, help="JSON/YAML file of option values (flags win)")
+    add_config_args(parser, ExportConfig)
 
 
 def main(args: argparse.Namespace) -> int:
-    from clozeformer.cliutil import dataclass_from_args, load_config_file, print_config, save_config
+    from clozeformer.cliutil import config_from_args, print_config, save_config
 
-    cfg = dataclass_from_args(ExportConfig, args, load_config_file(args.config) if args.config else None)
+    cfg = config_from_args(ExportConfig, args)
     print_config(cfg)
     try:
         import onnx  # noqa: F401

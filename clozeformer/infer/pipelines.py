@@ -13,7 +13,7 @@ A task is three steps; `Pipeline.run` owns everything between them:
 An Example holds one or more Windows (model rows): QA cuts a long context and NER a long text
 into overlapping windows (nothing is lost; `overlong="reject"` refuses them instead); the other
 tasks use one window and truncate (or reject) what does not fit. `run` flattens the windows of all examples, cuts
-length-sorted batches padded to their own longest row (batching.py), and routes outputs back.
+length-sorted batches padded to their own longest row (clozeformer.padding), and routes outputs back.
 The server calls preprocess per request and `run` once per micro-batch of requests.
 """
 
@@ -31,8 +31,8 @@ import torch
 from tokenizers import Tokenizer as Backend
 
 from clozeformer.errors import ClozeformerError
-from clozeformer.infer.batching import length_sorted_batches, pad_batch
 from clozeformer.infer.runners import Batch, Runner, TorchRunner, load_runner, read_architecture, require_task
+from clozeformer.padding import batch_indices, pad_right
 
 #: task -> "module:Class"; modules import on first use.
 PIPELINES: dict[str, str] = {
@@ -79,6 +79,10 @@ def check_text(index: int, value: Any, name: str = "text") -> str:
     return value
 
 
+#: most characters one WordPiece token can stand for, its separator included (see clip_chars)
+CHARS_PER_TOKEN_BOUND = 101
+
+
 class Pipeline(ABC):
     task: ClassVar[str] = ""
 
@@ -119,6 +123,27 @@ class Pipeline(ABC):
     def postprocess(self, example: Example, outputs: list[Any]) -> Any: ...
 
     # ------------------------------------------------------------------ shared machinery
+    def pad(self, windows: Sequence[Window]) -> Batch:
+        """Windows -> one Batch padded on the right to the longest."""
+        ids, mask = pad_right([w.input_ids for w in windows], self.pad_id)  # (B, T) each
+        types, _ = pad_right([w.token_type_ids for w in windows], 0)
+        return Batch(torch.from_numpy(ids), torch.from_numpy(mask), torch.from_numpy(types))
+
+    def clip_chars(self, index: int, text: str) -> tuple[str, bool]:
+        """(text, cut): `text` cut to the characters `max_length` tokens can take up (WordPiece
+        makes a word of over 100 characters one [UNK], so a token and its separator span about
+        101), so a 50 MB line is not tokenized whole to keep its first 512 tokens. A cut text is
+        flagged truncated, or rejected with overlong="reject"."""
+        bound = self.max_length * CHARS_PER_TOKEN_BOUND
+        if len(text) <= bound:
+            return text, False
+        if self.overlong == "reject":
+            raise InputError(
+                index,
+                f"{len(text):,} characters, more than {self.max_length} tokens take (shorten it, or use overlong='truncate')",
+            )
+        return text[:bound], True
+
     def check_length(self, index: int, enc) -> bool:
         """Whether `enc` (a tokenizers Encoding) was truncated; raises when overlong inputs are rejected."""
         truncated = len(enc.overflowing) > 0
@@ -147,11 +172,11 @@ class Pipeline(ABC):
 
         flat = [(i, w) for i, ex in enumerate(examples) for w in ex.windows]
         outputs: list[Any] = [None] * len(flat)
-        batches = length_sorted_batches([len(w.input_ids) for _, w in flat], self.batch_size)
+        batches = batch_indices([len(w.input_ids) for _, w in flat], self.batch_size, shuffle=False)
         with tqdm(total=len(flat), disable=not progress, unit="seq", file=sys.stderr, desc=self.task, dynamic_ncols=True) as bar:
             for idx in batches:
                 windows = [flat[j][1] for j in idx]
-                batch = pad_batch([(w.input_ids, w.token_type_ids) for w in windows], self.pad_id)
+                batch = self.pad(windows)
                 for j, out in zip(idx, self.forward(batch, windows)):
                     outputs[j] = out
                 bar.update(len(idx))
@@ -204,7 +229,7 @@ def pipeline(
     runs `onnx` (default DIR/model.onnx) in ONNX Runtime. `threads` sets torch's (and ONNX
     Runtime's) intra-op thread count. `task_options` go to the task (`top_k`, `pooling`, ...).
     """
-    from clozeformer.tokenizer import Tokenizer
+    from clozeformer.tokenizer import Tokenizer, check_vocab_fits
 
     cls = pipeline_class(task)
     if threads is not None:
@@ -235,11 +260,7 @@ def pipeline(
         raise ClozeformerError("pass tokenizer= with a model object (a directory brings its own vocab.txt)")
     if isinstance(tokenizer, (str, Path)):
         tokenizer = Tokenizer.from_pretrained(tokenizer)
-    if tokenizer.vocab_size > runner.config.vocab_size:
-        raise ClozeformerError(
-            f"the vocab has {tokenizer.vocab_size} tokens but the model's config.json says "
-            f"vocab_size={runner.config.vocab_size}: mismatched vocab.txt"
-        )
+    check_vocab_fits(tokenizer.vocab_size, runner.config.vocab_size, str(model) if isinstance(model, (str, Path)) else "model")
     try:
         return cls(runner, tokenizer, batch_size=batch_size, max_length=max_length, overlong=overlong, **task_options)
     except TypeError as e:

@@ -26,6 +26,7 @@ from typing import Any
 
 from tokenizers import Tokenizer as Backend
 
+from clozeformer.cliutil import config_from_args
 from clozeformer.errors import ClozeformerError
 from clozeformer.infer import cli
 from clozeformer.infer.pipelines import Example, InputError, Pipeline, Window, check_text
@@ -149,7 +150,7 @@ class QuestionAnsweringPipeline(Pipeline):
 
 
 @dataclass
-class QAConfig(cli.PredictConfig):
+class QAConfig(cli.PipelineConfig):
     question: str | None = field(default=None, metadata={"help": "the question (with --context)"})
     context: str | None = field(default=None, metadata={"help": "the text holding the answer"})
     doc_stride: int | None = field(
@@ -205,7 +206,7 @@ def _as_text(record: cli.Record, result: dict) -> str:
 def main(args: argparse.Namespace) -> int:
     from clozeformer.infer.pipelines import pipeline
 
-    cfg = cli.config_from_args(QAConfig, args)
+    cfg = config_from_args(QAConfig, args)
     options = {
         "doc_stride": cfg.doc_stride,
         "max_answer_length": cfg.max_answer_length,

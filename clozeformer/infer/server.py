@@ -508,18 +508,18 @@ def bind(host: str, port: int) -> socket.socket:
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    from clozeformer.cliutil import add_dataclass_args
+    from clozeformer.cliutil import add_config_args
 
-    add_dataclass_args(parser, ServeConfig)
-    parser.add_argument("--config", default=None, help="JSON/YAML file of option values (flags win)")
+    add_config_args(parser, ServeConfig)
 
 
 def main(args: argparse.Namespace) -> int:
-    from clozeformer.cliutil import dataclass_from_args, load_config_file, print_config
+    from clozeformer.cliutil import config_from_args, print_config
 
-    cfg = dataclass_from_args(ServeConfig, args, load_config_file(args.config) if args.config else None)
+    cfg = config_from_args(ServeConfig, args)
     print_config(cfg)
-    try:
+    try:  # both, before the model loads
+        import fastapi  # noqa: F401
         import uvicorn
     except ImportError:
         raise ClozeformerError("serving needs fastapi and uvicorn (pip install 'clozeformer[serve]')") from None

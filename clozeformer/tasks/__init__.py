@@ -5,7 +5,8 @@
     encode    features.py squad_post.py                      examples -> features; QA windows (answers: clozeformer.spans)
     scores    metrics.py                                     GLUE / SQuAD / CMRC / CoNLL / SWAG metrics
     run       runner.py                                      features -> logits -> predictions -> scores / files
-    verbs     finetune.py evaluate.py predict.py             `clozeformer finetune | evaluate | predict`
+    load      loading.py                                     task model / tokenizer; fine-tuned dirs (Session)
+    verbs     finetune.py evaluate.py predict.py             `clozeformer finetune | evaluate | predict` (never import each other)
     config    config.py                                      FinetuneConfig / EvaluateConfig / PredictConfig
 
 Importing this package loads nothing heavy; the verbs import torch when they run.

@@ -47,11 +47,27 @@ class Problems:
     in a metrics JSON and compared between runs.
     """
 
-    def __init__(self, show: int = 3, stream=None) -> None:
+    def __init__(self, show: int = 3, stream=None, skip_bad_rows: bool = False) -> None:
         self.show = show
         self.stream = stream
+        self.skip_bad_rows = skip_bad_rows
         self.counts: Counter[str] = Counter()
         self.first: dict[str, str] = {}
+        self.rows_read: Counter[str] = Counter()  # file -> data rows read
+        self.rows_skipped: Counter[str] = Counter()  # file -> malformed rows skipped
+
+    def row(self, where: Source) -> None:
+        """Count a data row read from `where.file` (for the kept-of-read summary)."""
+        self.rows_read[where.file] += 1
+
+    def malformed(self, where: Source, message: str, known_quirk: bool = False) -> None:
+        """A row that cannot be read as it stands: an error naming file and line, unless the
+        user asked for --skip-bad-rows (or `known_quirk`: a published dataset's documented
+        defect, e.g. QQP's short rows); a skipped row is counted per file and reported."""
+        if not (self.skip_bad_rows or known_quirk):
+            raise ClozeformerError(f"{where}: {message}; fix the row, or pass --skip-bad-rows to skip such rows (counted)")
+        self.rows_skipped[where.file] += 1
+        self.warn("malformed_row", where, f"{message}; row skipped")
 
     def warn(self, kind: str, where: Source | str, message: str) -> None:
         self.counts[kind] += 1
@@ -61,12 +77,16 @@ class Problems:
             print(line, file=self.stream or sys.stderr)
 
     def summary(self) -> str:
-        """One line per kind that occurred more often than was printed."""
+        """One line per kind that occurred more often than was printed, and per file with
+        skipped rows how many of the rows read were kept."""
         lines = [
             f"warning: {n} rows in all had problem '{kind}' (first: {self.first[kind]})"
             for kind, n in sorted(self.counts.items())
             if n > self.show
         ]
+        for file, skipped in sorted(self.rows_skipped.items()):
+            read = max(self.rows_read[file], skipped)
+            lines.append(f"warning: {file}: kept {read - skipped:,} of {read:,} rows ({skipped:,} malformed rows skipped)")
         return "\n".join(lines)
 
     def report(self) -> None:
@@ -253,8 +273,9 @@ def table_format(path: str | Path) -> str:
 def iter_records(path: str | Path, problems: Problems) -> tuple[list[str], Iterator[tuple[Source, dict]]]:
     """(column names, rows as {column: value}) of a TSV/CSV with a header row, or of JSONL.
 
-    Rows with a different number of fields than the header are skipped and counted: a missing
-    tab or a tab inside a text would otherwise shift every column of that row.
+    A row with a different number of fields than the header (a missing tab, a tab inside a
+    text) is `Problems.malformed`: an error naming its line, or skipped and counted with
+    --skip-bad-rows.
     """
     kind = table_format(path)
     name = str(path)
@@ -266,7 +287,9 @@ def iter_records(path: str | Path, problems: Problems) -> tuple[list[str], Itera
 
         def gen_json() -> Iterator[tuple[Source, dict]]:
             for i, (line, obj) in enumerate(rows):
-                yield (Source(name, line) if line else Source(f"{name} (item {i} of the JSON list)")), obj
+                src = Source(name, line) if line else Source(f"{name} (item {i} of the JSON list)")
+                problems.row(src)
+                yield src, obj
 
         return columns, gen_json()
     rows_iter = iter_tsv(path) if kind == "tsv" else iter_csv(path)
@@ -278,12 +301,12 @@ def iter_records(path: str | Path, problems: Problems) -> tuple[list[str], Itera
 
     def gen_table() -> Iterator[tuple[Source, dict]]:
         for line, fields in rows_iter:
+            src = Source(name, line)
+            problems.row(src)
             if len(fields) != len(header):
-                problems.warn(
-                    "malformed_row", Source(name, line), f"{len(fields)} fields where the header has {len(header)}; row skipped"
-                )
+                problems.malformed(src, f"{len(fields)} fields where the header has {len(header)}")
                 continue
-            yield Source(name, line), dict(zip(header, fields))
+            yield src, dict(zip(header, fields))
 
     return header, gen_table()
 

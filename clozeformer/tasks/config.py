@@ -12,54 +12,59 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Literal
 
+from clozeformer.cliutil import SEED_RANGE, flag_help
 from clozeformer.errors import ClozeformerError
-
-
-def _help(text: str, **kw) -> dict:
-    return {"help": text, **kw}
 
 
 @dataclass
 class TaskDataConfig:
     task: str | None = field(
         default=None,
-        metadata=_help(
+        metadata=flag_help(
             "GLUE: cola sst2 mrpc stsb qqp mnli qnli rte wnli; squad squad_v2 xquad cmrc2018 conll2003 swag "
             "chnsenticorp; your data: classification pair-classification regression token-classification qa"
         ),
     )
     data: list[str] = field(
         default_factory=list,
-        metadata=_help(
+        metadata=flag_help(
             "a directory with the task's standard file names (train.tsv, dev.tsv, ...), and/or files as "
             "SPLIT=FILE (train=a.csv dev=b.csv) or bare FILEs taken in split order"
         ),
     )
-    max_seq_len: int | None = field(default=None, metadata=_help("tokens per input incl. [CLS]/[SEP] (default: 128, 384 for QA)"))
-    text_column: str | None = field(
-        default=None, metadata=_help("your data: the text column (QA: the question); default text/sentence/...")
+    max_seq_len: int | None = field(
+        default=None, metadata=flag_help("tokens per input incl. [CLS]/[SEP] (default: 128, 384 for QA)")
     )
-    text_pair_column: str | None = field(default=None, metadata=_help("your data: the second text of a pair (QA: the context)"))
+    text_column: str | None = field(
+        default=None, metadata=flag_help("your data: the text column (QA: the question); default text/sentence/...")
+    )
+    text_pair_column: str | None = field(
+        default=None, metadata=flag_help("your data: the second text of a pair (QA: the context)")
+    )
     label_column: str | None = field(
-        default=None, metadata=_help("your data: the label column (token classification: the tags; QA: the answer)")
+        default=None, metadata=flag_help("your data: the label column (token classification: the tags; QA: the answer)")
     )
     answer_start_column: str | None = field(
-        default=None, metadata=_help("your QA data: the answer's character offset (default: first occurrence of the answer)")
+        default=None, metadata=flag_help("your QA data: the answer's character offset (default: first occurrence of the answer)")
     )
-    id_column: str | None = field(default=None, metadata=_help("your data: a column of example ids"))
-    doc_stride: int = field(default=128, metadata=_help("QA: context tokens shared by neighbouring windows"))
-    max_query_len: int = field(default=64, metadata=_help("QA: questions are cut to this many tokens"))
-    max_answer_len: int = field(default=30, metadata=_help("QA: longest answer span, in tokens"))
-    n_best: int = field(default=20, metadata=_help("QA: start/end candidates per window; n-best list size"))
+    id_column: str | None = field(default=None, metadata=flag_help("your data: a column of example ids"))
+    doc_stride: int = field(default=128, metadata=flag_help("QA: context tokens shared by neighbouring windows"))
+    max_query_len: int = field(default=64, metadata=flag_help("QA: questions are cut to this many tokens"))
+    max_answer_len: int = field(default=30, metadata=flag_help("QA: longest answer span, in tokens"))
+    n_best: int = field(default=20, metadata=flag_help("QA: start/end candidates per window; n-best list size"))
     null_threshold: float = field(
-        default=0.0, metadata=_help("SQuAD v2.0: answer empty when null score - best span score > this")
+        default=0.0, metadata=flag_help("SQuAD v2.0: answer empty when null score - best span score > this")
     )
-    eval_batch_size: int = field(default=64, metadata=_help("batch size for evaluation and prediction"))
+    eval_batch_size: int = field(default=64, metadata=flag_help("batch size for evaluation and prediction"))
     max_eval_examples: int | None = field(
-        default=None, metadata=_help("use only the first N examples of each dev/test file (quick runs)")
+        default=None, metadata=flag_help("use only the first N examples of each dev/test file (quick runs)")
     )
-    device: str = field(default="auto", metadata=_help("auto (cuda if available), cpu, cuda, cuda:1, ..."))
-    threads: int | None = field(default=None, metadata=_help("torch CPU threads (default: torch's choice)"))
+    device: str = field(default="auto", metadata=flag_help("auto (cuda if available), cpu, cuda, cuda:1, ..."))
+    threads: int | None = field(default=None, metadata=flag_help("torch CPU threads (default: torch's choice)"))
+    skip_bad_rows: bool = field(
+        default=False,
+        metadata=flag_help("skip malformed rows (wrong field count, non-text values), counted and reported, instead of stopping"),
+    )
 
     def validate(self) -> None:
         def need(ok: bool, msg: str) -> None:
@@ -83,42 +88,48 @@ class TaskDataConfig:
 class FinetuneConfig(TaskDataConfig):
     model: str | None = field(
         default=None,
-        metadata=_help(
+        metadata=flag_help(
             "an HF-format BERT directory (config.json + weights + vocab.txt), or a preset "
             "tiny|mini|small|medium|base|large for random init (needs --tokenizer)"
         ),
     )
     tokenizer: str | None = field(
-        default=None, metadata=_help("directory or vocab.txt of the tokenizer (default: the model directory)")
+        default=None, metadata=flag_help("directory or vocab.txt of the tokenizer (default: the model directory)")
     )
-    out: str | None = field(default=None, metadata=_help("output directory for the fine-tuned model"))
-    epochs: float = field(default=3.0, metadata=_help("passes over the training data (fractions allowed)"))
-    lr: float = field(default=3e-5, metadata=_help("peak learning rate (paper: 2e-5 .. 5e-5)"))
-    batch_size: int = field(default=32, metadata=_help("training batch size"))
-    warmup_ratio: float = field(default=0.1, metadata=_help("fraction of steps with linear LR warmup"))
-    weight_decay: float = field(default=0.01, metadata=_help("AdamW weight decay (not on biases/LayerNorm)"))
-    adam_eps: float = field(default=1e-6, metadata=_help("AdamW epsilon (BERT: 1e-6)"))
-    max_grad_norm: float = field(default=1.0, metadata=_help("gradient clipping norm (0 = off)"))
-    seed: int = field(default=42, metadata=_help("seed for init of new heads, shuffling and dropout"))
+    out: str | None = field(default=None, metadata=flag_help("output directory for the fine-tuned model"))
+    epochs: float = field(default=3.0, metadata=flag_help("passes over the training data (fractions allowed)"))
+    lr: float = field(default=3e-5, metadata=flag_help("peak learning rate (paper: 2e-5 .. 5e-5)"))
+    batch_size: int = field(default=32, metadata=flag_help("training batch size"))
+    warmup_ratio: float = field(default=0.1, metadata=flag_help("fraction of steps with linear LR warmup"))
+    weight_decay: float = field(default=0.01, metadata=flag_help("AdamW weight decay (not on biases/LayerNorm)"))
+    adam_eps: float = field(default=1e-6, metadata=flag_help("AdamW epsilon (BERT: 1e-6)"))
+    max_grad_norm: float = field(default=1.0, metadata=flag_help("gradient clipping norm (0 = off)"))
+    seed: int = field(default=42, metadata=flag_help("seed for init of new heads, shuffling and dropout", **SEED_RANGE))
     max_train_examples: int | None = field(
-        default=None, metadata=_help("train on a seeded random subset of N examples (quick runs)")
+        default=None, metadata=flag_help("train on a seeded random subset of N examples (quick runs)")
     )
-    max_time: float | None = field(default=None, metadata=_help("stop training after this many minutes (then evaluate and save)"))
-    eval_every: int = field(default=0, metadata=_help("also evaluate every N steps (0: once per epoch)"))
-    group_by_length: bool = field(default=True, metadata=_help("batch examples of similar length together"))
-    save_best: bool = field(default=True, metadata=_help("keep the checkpoint with the best dev score (else the last one)"))
-    overwrite: bool = field(default=False, metadata=_help("allow writing into a non-empty --out"))
+    max_time: float | None = field(
+        default=None, metadata=flag_help("stop training after this many minutes (then evaluate and save)")
+    )
+    eval_every: int = field(default=0, metadata=flag_help("also evaluate every N steps (0: once per epoch)"))
+    group_by_length: bool = field(default=True, metadata=flag_help("batch examples of similar length together"))
+    save_best: bool = field(default=True, metadata=flag_help("keep the checkpoint with the best dev score (else the last one)"))
+    overwrite: bool = field(default=False, metadata=flag_help("allow writing into a non-empty --out"))
     precision: Literal["auto", "fp32", "bf16", "fp16"] = field(
         default="auto",
-        metadata=_help("autocast number format; auto: bf16 on GPUs and AMX CPUs, fp16 on older GPUs, else fp32 (as `pretrain`)"),
+        metadata=flag_help(
+            "autocast number format; auto: bf16 on GPUs and AMX CPUs, fp16 on older GPUs, else fp32 (as `pretrain`)"
+        ),
     )
     dropout: float | None = field(
         default=None,
-        metadata=_help("hidden and attention dropout while fine-tuning (saved in the model's config); unset: the model's own"),
+        metadata=flag_help(
+            "hidden and attention dropout while fine-tuning (saved in the model's config); unset: the model's own"
+        ),
     )
     pooling: Literal["cls", "mean", "last"] | None = field(
         default=None,
-        metadata=_help(
+        metadata=flag_help(
             "sentence vector of classification/regression/multiple-choice heads: cls (BERT), mean of the tokens or "
             "last token (clozeformer-only: transformers' heads read [CLS]); unset: the model's own (cls; last for "
             "a left-to-right model from `pretrain --objective clm`)"
@@ -149,19 +160,19 @@ class FinetuneConfig(TaskDataConfig):
 
 @dataclass
 class EvaluateConfig(TaskDataConfig):
-    model: str | None = field(default=None, metadata=_help("a fine-tuned model directory"))
-    out: str | None = field(default=None, metadata=_help("where to write metrics.json (default: MODEL/eval)"))
+    model: str | None = field(default=None, metadata=flag_help("a fine-tuned model directory"))
+    out: str | None = field(default=None, metadata=flag_help("where to write metrics.json (default: MODEL/eval)"))
     split: str = field(
         default="dev",
-        metadata=_help("which split to score: dev (MNLI: matched + mismatched), test (when it has labels), or train"),
+        metadata=flag_help("which split to score: dev (MNLI: matched + mismatched), test (when it has labels), or train"),
     )
 
 
 @dataclass
 class PredictConfig(TaskDataConfig):
-    model: str | None = field(default=None, metadata=_help("a fine-tuned model directory"))
-    out: str | None = field(default=None, metadata=_help("where to write the predictions (default: MODEL/predictions)"))
-    split: str = field(default="test", metadata=_help("which split to predict: test (default), dev or train"))
+    model: str | None = field(default=None, metadata=flag_help("a fine-tuned model directory"))
+    out: str | None = field(default=None, metadata=flag_help("where to write the predictions (default: MODEL/predictions)"))
+    split: str = field(default="test", metadata=flag_help("which split to predict: test (default), dev or train"))
 
 
 #: fields a fine-tuned directory remembers (finetune_config.json) and evaluate/predict reuse as defaults

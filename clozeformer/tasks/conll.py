@@ -99,7 +99,7 @@ def read_token_table(
             problems.warn("empty_row", src, "no words; row skipped")
             continue
         if tags is not None and len(tags) != len(words):
-            problems.warn("malformed_row", src, f"{len(words)} words but {len(tags)} tags; row skipped")
+            problems.malformed(src, f"{len(words)} words but {len(tags)} tags")
             continue
         examples.append(TokenExample(str(len(examples)), words, tags, src, []))
     if not examples:

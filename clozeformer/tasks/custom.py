@@ -71,7 +71,7 @@ def read_text_table(
         text_a = row.get(text_col)
         text_b = row.get(pair_col) if pair_col else None
         if not isinstance(text_a, str) or (pair_col and not isinstance(text_b, str)):
-            problems.warn("malformed_row", src, "missing or non-text value in a text column; row skipped")
+            problems.malformed(src, "missing or non-text value in a text column")
             continue
         label: str | float | None = None
         if read_label:
@@ -88,6 +88,10 @@ def read_text_table(
                         f"{src}: {label_col} {raw!r} is not a number (regression needs numeric labels)"
                     ) from None
             else:
+                if isinstance(raw, bool) or not isinstance(raw, (str, int, float)):
+                    raise ClozeformerError(
+                        f"{src}: {label_col} is {type(raw).__name__} {raw!r}; a label must be a string or a number"
+                    )
                 if isinstance(raw, float) and raw.is_integer():
                     raw = int(raw)
                 label = str(raw).strip()

@@ -3,7 +3,7 @@
 A *feature* is a dict of plain lists: `input_ids`, `token_type_ids`, optionally `labels` /
 `start_positions` / `end_positions`, and bookkeeping (`example_index`, `word_ids`, `offsets`)
 that the collator ignores. Padding happens per batch (`collate`), to the longest sequence in
-that batch, and batches are built from examples of similar length (`batch_indices`), so a
+that batch, and batches are built from examples of similar length (`clozeformer.padding`), so a
 batch of short sentences is not padded to the longest sentence of the dataset.
 
 Encoding runs on a private copy of the tokenizer's Rust backend (`tokenizers.Tokenizer`):
@@ -15,9 +15,9 @@ from __future__ import annotations
 
 import math
 
-import numpy as np
 import torch
 
+from clozeformer.padding import pad_right
 from clozeformer.spans import token_stride
 from clozeformer.tasks.common import ChoiceExample, Problems, TextExample, TokenExample
 
@@ -130,63 +130,29 @@ def feature_length(f: dict) -> int:
     return max(len(x) for x in ids) if ids and isinstance(ids[0], list) else len(ids)
 
 
-def batch_indices(
-    lengths: list[int], batch_size: int, *, shuffle: bool, seed: int = 0, group_by_length: bool = True, mega: int = 50
-) -> list[list[int]]:
-    """Indices of each batch.
-
-    Training (`shuffle`): shuffle, cut into mega-batches of `mega` batches, sort each by length,
-    split into batches and shuffle the batch order (Hugging Face's LengthGroupedSampler idea):
-    batches are random but each holds similar lengths, so little compute goes to padding.
-    Evaluation: sorted by length, longest first; callers restore the original order.
-    """
-    n = len(lengths)
-    lengths_arr = np.asarray(lengths)
-    if not shuffle:
-        order = np.argsort(-lengths_arr, kind="stable") if group_by_length else np.arange(n)
-        return [order[i : i + batch_size].tolist() for i in range(0, n, batch_size)]
-    rng = np.random.default_rng(seed)
-    order = rng.permutation(n)
-    if not group_by_length:
-        return [order[i : i + batch_size].tolist() for i in range(0, n, batch_size)]
-    batches = []
-    step = batch_size * mega
-    for i in range(0, n, step):
-        chunk = order[i : i + step]
-        chunk = chunk[np.argsort(-lengths_arr[chunk], kind="stable")]
-        batches.extend(chunk[j : j + batch_size].tolist() for j in range(0, len(chunk), batch_size))
-    return [batches[j] for j in rng.permutation(len(batches))]
-
-
 def num_batches(n: int, batch_size: int) -> int:
     return math.ceil(n / batch_size)
 
 
 def collate(feats: list[dict], pad_id: int) -> dict[str, torch.Tensor]:
-    """Pad a list of features to the longest one: (B, T) tensors, or (B, C, T) for multiple choice."""
+    """Pad a list of features to the longest one (`clozeformer.padding.pad_right`): (B, T)
+    tensors, or (B, C, T) for multiple choice (C choices per example)."""
     choice = isinstance(feats[0]["input_ids"][0], list)
     T = max(feature_length(f) for f in feats)
-
-    def pad(seq: list[int], value: int) -> list[int]:
-        return seq + [value] * (T - len(seq))
-
-    if choice:
-        ids = [[pad(s, pad_id) for s in f["input_ids"]] for f in feats]  # (B, C, T)
-        types = [[pad(s, 0) for s in f["token_type_ids"]] for f in feats]
-        mask = [[[1] * len(s) + [0] * (T - len(s)) for s in f["input_ids"]] for f in feats]
-    else:
-        ids = [pad(f["input_ids"], pad_id) for f in feats]  # (B, T)
-        types = [pad(f["token_type_ids"], 0) for f in feats]
-        mask = [[1] * len(f["input_ids"]) + [0] * (T - len(f["input_ids"])) for f in feats]
+    rows = [s for f in feats for s in f["input_ids"]] if choice else [f["input_ids"] for f in feats]
+    type_rows = [s for f in feats for s in f["token_type_ids"]] if choice else [f["token_type_ids"] for f in feats]
+    ids, mask = pad_right(rows, pad_id, T)  # (B*C or B, T)
+    types, _ = pad_right(type_rows, 0, T)
+    shape = (len(feats), -1, T) if choice else (len(feats), T)
     batch = {
-        "input_ids": torch.tensor(ids, dtype=torch.long),
-        "token_type_ids": torch.tensor(types, dtype=torch.long),
-        "attention_mask": torch.tensor(mask, dtype=torch.long),
+        "input_ids": torch.from_numpy(ids).view(shape),
+        "token_type_ids": torch.from_numpy(types).view(shape),
+        "attention_mask": torch.from_numpy(mask).view(shape),
     }
     if "labels" in feats[0]:
         first = feats[0]["labels"]
         if isinstance(first, list):  # token classification: (B, T), padding ignored by the loss
-            batch["labels"] = torch.tensor([pad(f["labels"], IGNORE_INDEX) for f in feats], dtype=torch.long)
+            batch["labels"] = torch.from_numpy(pad_right([f["labels"] for f in feats], IGNORE_INDEX, T)[0])
         elif isinstance(first, float):  # regression
             batch["labels"] = torch.tensor([f["labels"] for f in feats], dtype=torch.float32)
         else:

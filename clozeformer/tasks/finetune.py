@@ -1,4 +1,4 @@
-"""`clozeformer finetune`: the fine-tuning loop, and the model/tokenizer loading it shares.
+"""`clozeformer finetune`: the fine-tuning loop (its model and tokenizer: tasks/loading.py).
 
     read train/dev -> labels -> features -> model (pretrained dir, or a preset at random init)
     -> AdamW + linear warmup/decay -> epochs of length-grouped, dynamically padded batches
@@ -16,102 +16,27 @@ import argparse
 import math
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 import torch
 
-from clozeformer.cliutil import add_dataclass_args, dataclass_from_args, load_config_file, print_config, save_config
-from clozeformer.config import PRESETS, BertConfig
+from clozeformer.cliutil import add_config_args, config_from_args, print_config, save_config
+from clozeformer.config import PRESETS
 from clozeformer.core import Schedule, adamw, clip_and_check, param_groups, seed_everything, set_lr
 from clozeformer.device import resolve_device
 from clozeformer.errors import ClozeformerError
 from clozeformer.io import check_output_dir, mark_owned
+from clozeformer.padding import batch_indices
 from clozeformer.precision import resolve_precision
 from clozeformer.spans import effective_stride
 from clozeformer.tasks import features as F
 from clozeformer.tasks.common import Problems
 from clozeformer.tasks.config import FinetuneConfig
+from clozeformer.tasks.loading import build_task_model, is_preset, load_tokenizer
 from clozeformer.tasks.runner import SplitData, TaskRunner, check_labels, discover_labels, format_scores
 from clozeformer.tasks.spec import TaskSpec, get_task, resolve_files
-
-# ----------------------------------------------------------------------------- shared loading helpers
-
-
-def is_preset(model: str) -> bool:
-    return model in PRESETS and not Path(model).exists()
-
-
-def load_tokenizer(tokenizer: str | None, model: str):
-    from clozeformer.tokenizer import Tokenizer
-
-    if tokenizer is not None:
-        return Tokenizer.from_pretrained(tokenizer)
-    if is_preset(model):
-        raise ClozeformerError(f"--model {model} is a preset (random init): pass --tokenizer DIR_OR_VOCAB too")
-    if not (Path(model) / "vocab.txt").is_file():
-        raise ClozeformerError(f"{model}: no vocab.txt in the model directory; pass --tokenizer DIR_OR_VOCAB")
-    return Tokenizer.from_pretrained(model)
-
-
-def model_class(spec: TaskSpec):
-    from clozeformer import model as M
-
-    return getattr(M, spec.model_class_name)
-
-
-def head_overrides(spec: TaskSpec, labels: list[str] | None) -> dict:
-    """The config.json changes that shape the task head (HF field names)."""
-    if spec.family == "regression":
-        return {"num_labels": 1, "problem_type": "regression"}
-    if spec.family in ("classification", "token"):
-        assert labels is not None
-        id2label = dict(enumerate(labels))
-        kw = {"id2label": id2label, "label2id": {v: k for k, v in id2label.items()}}
-        if spec.family == "classification":
-            kw["problem_type"] = "single_label_classification"
-        return kw
-    return {}
-
-
-def check_vocab(tokenizer, config: BertConfig, where: str) -> None:
-    if tokenizer.vocab_size > config.vocab_size:
-        raise ClozeformerError(
-            f"{where}: the tokenizer has {tokenizer.vocab_size} tokens but the model's "
-            f"vocab_size is {config.vocab_size}: mismatched vocab (pass the model's own "
-            "vocab.txt with --tokenizer)"
-        )
-    if tokenizer.pad_token_id != config.pad_token_id:
-        raise ClozeformerError(
-            f"{where}: the tokenizer's [PAD] id is {tokenizer.pad_token_id} but the model's "
-            f"pad_token_id is {config.pad_token_id}: mismatched vocab"
-        )
-
-
-def build_model(spec: TaskSpec, cfg: FinetuneConfig, tokenizer, labels: list[str] | None):
-    """The task model from a pretrained directory (new head) or a preset at random init."""
-    cls = model_class(spec)
-    overrides = head_overrides(spec, labels)
-    if cfg.dropout is not None:
-        overrides.update(hidden_dropout_prob=cfg.dropout, attention_probs_dropout_prob=cfg.dropout)
-    if cfg.pooling is not None:
-        overrides["classifier_pooling"] = cfg.pooling
-    elif not is_preset(cfg.model):
-        own = BertConfig.from_pretrained(cfg.model)
-        if own.is_decoder and own.classifier_pooling == "cls":
-            overrides["classifier_pooling"] = "last"  # left to right, [CLS] has seen only itself
-    torch.manual_seed(cfg.seed)  # the new head (or the whole model) is initialised from the seed
-    if is_preset(cfg.model):
-        config = BertConfig.preset(cfg.model, vocab_size=tokenizer.vocab_size, pad_token_id=tokenizer.pad_token_id, **overrides)
-        model = cls(config)
-        where = f"preset {cfg.model}"
-    else:
-        model = cls.from_pretrained(cfg.model, **overrides)
-        where = str(cfg.model)
-    check_vocab(tokenizer, model.config, where)
-    model.config.extra["finetuning_task"] = spec.name
-    return model
-
 
 # ----------------------------------------------------------------------------- optimisation
 
@@ -140,28 +65,22 @@ def check_out(out: str | None, overwrite: bool) -> Path:
     return check_output_dir(out, overwrite)
 
 
-def finetune(cfg: FinetuneConfig) -> dict:
-    """Fine-tune per `cfg`; returns the metrics dict also written to OUT/metrics.json."""
-    from tqdm.auto import tqdm
+@dataclass
+class TaskData:
+    """What a fine-tuning run reads before it builds its model."""
 
-    from clozeformer.io import atomic_write_json
+    train_examples: list
+    n_train_total: int  # before --max-train-examples
+    train_features: list[dict]
+    evals: list[SplitData]
+    labels: list[str] | None
+    version_2: bool  # span QA with unanswerable questions
+    runner: TaskRunner
 
-    cfg.validate()
-    spec = get_task(cfg.task, cfg)
-    if not cfg.model:
-        raise ClozeformerError("--model is required: an HF-format BERT directory or a preset (tiny, mini, ...)")
-    if not is_preset(cfg.model) and not Path(cfg.model).is_dir():
-        raise ClozeformerError(f"{cfg.model}: no such model directory (or preset: {', '.join(PRESETS)})")
-    files = resolve_files(spec, cfg.data, ("train", *spec.eval_splits), optional=spec.eval_splits)
-    out = check_out(cfg.out, cfg.overwrite)
-    if cfg.threads:
-        torch.set_num_threads(cfg.threads)
-    seed_everything(cfg.seed)
-    device = resolve_device(cfg.device)
-    precision = resolve_precision(cfg.precision, device)  # refuse fp16 on CPU before any work is done
-    tokenizer = load_tokenizer(cfg.tokenizer, cfg.model)
 
-    problems = Problems()
+def read_task_data(cfg: FinetuneConfig, spec: TaskSpec, files: dict, tokenizer, problems: Problems) -> TaskData:
+    """Train and dev examples (train capped to a seeded subset), labels checked on every split,
+    then features for all of them."""
     for split, path in files.items():
         print(f"{split}: {path}")
     train_ex = spec.read(files["train"], problems, True)
@@ -189,45 +108,57 @@ def finetune(cfg: FinetuneConfig) -> dict:
         raise ClozeformerError(f"{files['train']}: no usable training examples")
     for ev in evals:
         ev.features = runner.featurize(ev.examples, problems, training=False)
+    return TaskData(train_ex, n_train_total, train_feats, evals, labels, version_2, runner)
 
-    model = build_model(spec, cfg, tokenizer, labels)
-    if runner.max_len > model.config.max_position_embeddings:
+
+def task_model(cfg: FinetuneConfig, spec: TaskSpec, data: TaskData, tokenizer):
+    """The model to fine-tune, its config carrying what serving needs to read inputs as
+    evaluation does (QA windows and decoding, NER window length)."""
+    model = build_task_model(spec, cfg, tokenizer, data.labels)
+    max_len = data.runner.max_len
+    if max_len > model.config.max_position_embeddings:
         raise ClozeformerError(
-            f"--max-seq-len {runner.max_len} exceeds the model's max_position_embeddings ({model.config.max_position_embeddings})"
+            f"--max-seq-len {max_len} exceeds the model's max_position_embeddings ({model.config.max_position_embeddings})"
         )
     if spec.family == "token":  # the `ner` pipeline's windows: those evaluation reads with
-        model.config.extra["ner_max_seq_len"] = runner.max_len
+        model.config.extra["ner_max_seq_len"] = max_len
     if spec.family == "qa":  # how `qa` and `serve` window and decode this model: as evaluation does
         model.config.extra.update(
-            qa_version_2=version_2,
-            qa_max_seq_len=runner.max_len,
-            qa_doc_stride=effective_stride(runner.max_len, cfg.max_query_len, cfg.doc_stride),
+            qa_version_2=data.version_2,
+            qa_max_seq_len=max_len,
+            qa_doc_stride=effective_stride(max_len, cfg.max_query_len, cfg.doc_stride),
             qa_max_query_len=cfg.max_query_len,
             qa_max_answer_len=cfg.max_answer_len,
             qa_n_best=cfg.n_best,
             qa_null_threshold=cfg.null_threshold,
         )
-    model.to(device)
-    out.mkdir(parents=True, exist_ok=True)
-    mark_owned(out, "finetune", complete=False)  # a killed run leaves a directory no verb loads as a model
-    save_config(cfg, out / "finetune_config.json")
+    return model
+
+
+@dataclass
+class TrainResult:
+    steps: int
+    stopped_early: bool
+    seconds: float
+    best: dict | None  # the evaluation kept (best main score, or the last)
+    history: list[dict]
+
+
+def train(cfg: FinetuneConfig, spec: TaskSpec, data: TaskData, model, tokenizer, device, precision, out: Path) -> TrainResult:
+    """The loop: length-grouped batches per epoch, the core's optimizer step with its NaN guard,
+    evaluation every epoch (and --eval-every steps), the best checkpoint saved to `out`."""
+    from tqdm.auto import tqdm
+
+    runner, evals, train_feats = data.runner, data.evals, data.train_features
     steps_per_epoch = F.num_batches(len(train_feats), cfg.batch_size)
     total_steps = max(1, math.ceil(cfg.epochs * steps_per_epoch))
     optimizer, schedule = make_optimizer(model, cfg, total_steps)
     scaler = torch.amp.GradScaler(device.type) if precision.needs_grad_scaler else None
     print(
-        f"task {spec.name} ({spec.title}, {spec.family}): {len(train_ex)} train examples"
-        f"{f' (of {n_train_total})' if len(train_ex) < n_train_total else ''} -> {len(train_feats)} features; "
-        + ", ".join(f"{ev.name} {len(ev.examples)}" for ev in evals)
-    )
-    if labels:
-        print(f"labels ({len(labels)}): {', '.join(labels[:12])}{' ...' if len(labels) > 12 else ''}")
-    print(
         f"model {cfg.model}: {model.num_parameters() / 1e6:.2f}M parameters on {device}; {total_steps} steps "
         f"({steps_per_epoch}/epoch, warmup {schedule.warmup_steps}), batch {cfg.batch_size}, lr {cfg.lr:g}, "
         f"max_seq_len {runner.max_len}, precision {precision.name}"
     )
-
     history: list[dict] = []
     best: dict | None = None
     saved = False
@@ -278,7 +209,7 @@ def finetune(cfg: FinetuneConfig) -> dict:
     )
     try:
         while step < total_steps and not stopped_early:
-            batches = F.batch_indices(
+            batches = batch_indices(
                 lengths, cfg.batch_size, shuffle=True, seed=cfg.seed + epoch, group_by_length=cfg.group_by_length
             )
             for idx in batches:
@@ -322,34 +253,71 @@ def finetune(cfg: FinetuneConfig) -> dict:
                 loss_sum, loss_n, last_eval = 0.0, 0, step
     finally:
         bar.close()  # before any error line, so it starts a line of its own
-    train_seconds = time.monotonic() - t0
+    seconds = time.monotonic() - t0
     if stopped_early:
         print(f"stopped after {step} steps: --max-time {cfg.max_time} min reached")
     if not saved or not cfg.save_best or not evals:
         save()
+    return TrainResult(step, stopped_early, seconds, best, history)
+
+
+def finetune(cfg: FinetuneConfig) -> dict:
+    """Fine-tune per `cfg`; returns the metrics dict also written to OUT/metrics.json."""
+    from clozeformer.io import atomic_write_json
+
+    cfg.validate()
+    spec = get_task(cfg.task, cfg)
+    if not cfg.model:
+        raise ClozeformerError("--model is required: an HF-format BERT directory or a preset (tiny, mini, ...)")
+    if not is_preset(cfg.model) and not Path(cfg.model).is_dir():
+        raise ClozeformerError(f"{cfg.model}: no such model directory (or preset: {', '.join(PRESETS)})")
+    files = resolve_files(spec, cfg.data, ("train", *spec.eval_splits), optional=spec.eval_splits)
+    out = check_out(cfg.out, cfg.overwrite)
+    if cfg.threads:
+        torch.set_num_threads(cfg.threads)
+    seed_everything(cfg.seed)
+    device = resolve_device(cfg.device)
+    precision = resolve_precision(cfg.precision, device)  # refuse fp16 on CPU before any work is done
+    tokenizer = load_tokenizer(cfg.tokenizer, cfg.model)
+    problems = Problems(skip_bad_rows=cfg.skip_bad_rows)
+    data = read_task_data(cfg, spec, files, tokenizer, problems)
+    model = task_model(cfg, spec, data, tokenizer).to(device)
+    out.mkdir(parents=True, exist_ok=True)
+    mark_owned(out, "finetune", complete=False)  # a killed run leaves a directory no verb loads as a model
+    save_config(cfg, out / "finetune_config.json")
+    n_train = len(data.train_examples)
+    print(
+        f"task {spec.name} ({spec.title}, {spec.family}): {n_train} train examples"
+        f"{f' (of {data.n_train_total})' if n_train < data.n_train_total else ''} -> {len(data.train_features)} features; "
+        + ", ".join(f"{ev.name} {len(ev.examples)}" for ev in data.evals)
+    )
+    if data.labels:
+        print(f"labels ({len(data.labels)}): {', '.join(data.labels[:12])}{' ...' if len(data.labels) > 12 else ''}")
+    run = train(cfg, spec, data, model, tokenizer, device, precision, out)
     problems.report()
+    steps_per_epoch = F.num_batches(len(data.train_features), cfg.batch_size)
     result = {
         "task": spec.name,
         "model": cfg.model,
         "main_metric": spec.main_metric,
-        "train_examples": len(train_ex),
-        "train_features": len(train_feats),
-        "eval_examples": {ev.name: len(ev.examples) for ev in evals},
+        "train_examples": n_train,
+        "train_features": len(data.train_features),
+        "eval_examples": {ev.name: len(ev.examples) for ev in data.evals},
         "parameters": model.num_parameters(),
-        "steps": step,
-        "planned_steps": total_steps,
-        "epochs": round(step / steps_per_epoch, 3),
-        "train_seconds": round(train_seconds, 2),
-        "stopped_early": stopped_early,
-        "best": best,
-        "history": history,
+        "steps": run.steps,
+        "planned_steps": max(1, math.ceil(cfg.epochs * steps_per_epoch)),
+        "epochs": round(run.steps / steps_per_epoch, 3),
+        "train_seconds": round(run.seconds, 2),
+        "stopped_early": run.stopped_early,
+        "best": run.best,
+        "history": run.history,
         "warnings": dict(problems.counts),
-        "labels": labels,
+        "labels": data.labels,
     }
     atomic_write_json(out / "metrics.json", result)
     mark_owned(out, "finetune")  # last: the directory is a finished model from here on
-    if best is not None:
-        print(f"best {spec.main_metric} = {best['main']:.4f} at step {best['step']}; model saved to {out}")
+    if run.best is not None:
+        print(f"best {spec.main_metric} = {run.best['main']:.4f} at step {run.best['step']}; model saved to {out}")
     else:
         print(f"model saved to {out}")
     return result
@@ -359,13 +327,11 @@ def finetune(cfg: FinetuneConfig) -> dict:
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--config", default=None, help="JSON/YAML file of FinetuneConfig values (flags win)")
-    add_dataclass_args(parser, FinetuneConfig)
+    add_config_args(parser, FinetuneConfig)
 
 
 def main(args: argparse.Namespace) -> int:
-    file_values = load_config_file(args.config) if args.config else None
-    cfg = dataclass_from_args(FinetuneConfig, args, file_values)
+    cfg = config_from_args(FinetuneConfig, args)
     print_config(cfg)
     finetune(cfg)
     return 0

@@ -16,9 +16,9 @@ from __future__ import annotations
 import argparse
 import time
 
-from clozeformer.cliutil import add_dataclass_args, print_config
+from clozeformer.cliutil import add_config_args, print_config
 from clozeformer.tasks.config import PredictConfig
-from clozeformer.tasks.evaluate import Session, config_from_args
+from clozeformer.tasks.loading import Session, task_config_from_args
 from clozeformer.tasks.runner import format_scores, gold_labels
 
 
@@ -56,12 +56,11 @@ def _fully_labelled(spec, examples) -> bool:
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--config", default=None, help="JSON/YAML file of option values (flags win)")
-    add_dataclass_args(parser, PredictConfig)
+    add_config_args(parser, PredictConfig)
 
 
 def main(args: argparse.Namespace) -> int:
-    cfg = config_from_args(PredictConfig, args)
+    cfg = task_config_from_args(PredictConfig, args)
     print_config(cfg)
     predict(cfg)
     return 0

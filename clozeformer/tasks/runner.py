@@ -17,6 +17,7 @@ import torch
 
 from clozeformer import spans
 from clozeformer.errors import ClozeformerError
+from clozeformer.padding import batch_indices
 from clozeformer.tasks import features as F
 from clozeformer.tasks import glue, metrics, squad_post
 from clozeformer.tasks.common import Problems, TokenExample, sort_labels
@@ -130,7 +131,7 @@ class TaskRunner:
         pad_id = self.tokenizer.pad_token_id
         lengths = [F.feature_length(f) for f in feats]
         out: list[Any] = [None] * len(feats)
-        batches = F.batch_indices(lengths, batch_size, shuffle=False)
+        batches = batch_indices(lengths, batch_size, shuffle=False)
         for idx in tqdm(batches, desc="eval", leave=False, disable=not progress):
             batch = F.collate([feats[i] for i in idx], pad_id)
             inputs = ("input_ids", "token_type_ids", "attention_mask")

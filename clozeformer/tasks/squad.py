@@ -138,7 +138,7 @@ def read_qa_table(
     for src, row in rows:
         q, c = row.get(question), row.get(context)
         if not isinstance(q, str) or not isinstance(c, str):
-            problems.warn("malformed_row", src, f"{question!r} and {context!r} must be strings; row skipped")
+            problems.malformed(src, f"{question!r} and {context!r} must be strings")
             continue
         qid = str(row.get(id_column)) if id_column and row.get(id_column) is not None else str(len(examples))
         answers: list[Answer] = []

@@ -40,8 +40,9 @@ def read_swag(path: str | Path, problems: Problems, labeled: bool | None = True)
     examples: list[ChoiceExample] = []
     for line, fields in rows:
         src = Source(name, line)
+        problems.row(src)
         if len(fields) != len(header):
-            problems.warn("malformed_row", src, f"{len(fields)} fields, the header has {len(header)}; row skipped")
+            problems.malformed(src, f"{len(fields)} fields, the header has {len(header)}")
             continue
         label = None
         if has_label and labeled is not False:

@@ -1,7 +1,7 @@
 """Pretraining: the loop, optimizers and schedules, checkpoints and resume, torchrun setup.
 
 config.py       PretrainConfig: every flag of `clozeformer pretrain`, one place for defaults
-build.py        the model a run trains (preset / --config / --init-from / checkpoint)
+build.py        the model a run trains (preset / --model-config / --init-from / checkpoint)
 optim.py        AdamW param groups, LAMB, warmup + linear/cosine/constant, step/token/time budgets
 precision.py    fp32 / bf16 / fp16 from the hardware, TF32
 distributed.py  torchrun process group, DDP / FSDP2 wrapping, small collectives

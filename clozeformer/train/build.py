@@ -1,4 +1,4 @@
-"""The model a run trains: from a checkpoint being resumed, --init-from, --config or a preset."""
+"""The model a run trains: from a checkpoint being resumed, --init-from, --model-config or a preset."""
 
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ from clozeformer.train.config import PretrainConfig
 
 def build_model(cfg: PretrainConfig, manifest: dict, data_dir: Path, ckpt: Path | None):
     """BertForMaskedLM (objective mlm), BertForPreTraining (mlm_nsp), BertLMHeadModel (clm) or
-    ElectraForPreTraining (electra), from a checkpoint being resumed, --init-from, --config or a preset; its vocabulary
+    ElectraForPreTraining (electra), from a checkpoint being resumed, --init-from, --model-config or a preset; its vocabulary
     must be the data's. ELECTRA from --init-from: the encoder from that directory, the generator
     from its generator/ (or fresh)."""
     over = {} if cfg.dropout is None else {"hidden_dropout_prob": cfg.dropout, "attention_probs_dropout_prob": cfg.dropout}

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import math
 import os
 import random
 import re
@@ -219,9 +220,19 @@ def load_trainer_state(ckpt: Path) -> dict[str, Any]:
         raise ClozeformerError(f"{ckpt}: not a pretraining checkpoint (no {STATE_FILE})") from None
     except (json.JSONDecodeError, UnicodeDecodeError) as e:
         raise ClozeformerError(f"{path}: unreadable trainer state ({e})") from None
+    if not isinstance(state, dict):
+        raise ClozeformerError(f"{path}: the trainer state must be a JSON object")
     for key in ("step", "tokens", "elapsed_s", "loader"):
         if key not in state:
             raise ClozeformerError(f"{path}: trainer state lacks {key!r}")
+    for key in ("step", "tokens"):
+        if isinstance(state[key], bool) or not isinstance(state[key], int) or state[key] < 0:
+            raise ClozeformerError(f"{path}: {key} must be a non-negative integer, got {state[key]!r}")
+    e = state["elapsed_s"]
+    if isinstance(e, bool) or not isinstance(e, (int, float)) or not math.isfinite(e) or e < 0:
+        raise ClozeformerError(f"{path}: elapsed_s must be a non-negative number, got {e!r}")
+    if not isinstance(state["loader"], list) or not state["loader"] or not all(isinstance(x, dict) for x in state["loader"]):
+        raise ClozeformerError(f"{path}: loader must be a non-empty list of loader states")
     return state
 
 
@@ -242,4 +253,41 @@ def load_rng(ckpt: Path, rank: int) -> dict[str, torch.Tensor] | None:
     from safetensors.torch import load_file
 
     path = ckpt / f"rng_rank{rank}.safetensors"
-    return load_file(str(path)) if path.is_file() else None
+    if not path.is_file():
+        return None
+    try:
+        d = load_file(str(path))
+    except Exception as e:  # safetensors' own error type: a truncated or garbage file
+        raise ClozeformerError(
+            f"{path}: unreadable RNG state ({str(e).splitlines()[0] if str(e) else type(e).__name__})"
+        ) from None
+    missing = [k for k in ("torch", "python", "python_gauss", "numpy_keys", "numpy_rest") if k not in d]
+    if missing:
+        raise ClozeformerError(f"{path}: RNG state lacks {', '.join(missing)}")
+    return d
+
+
+def check_resumable(ckpt: Path, rank: int = 0) -> None:
+    """Raise ClozeformerError naming the file when `ckpt` cannot be resumed from: its trainer
+    state, this rank's RNG state, and that the weights and optimizer files are whole (their
+    headers / zip directories read, not the tensors)."""
+    import zipfile
+
+    from safetensors import safe_open
+
+    load_trainer_state(ckpt)
+    load_rng(ckpt, rank)
+    weights = ckpt / "model.safetensors"
+    try:
+        with safe_open(str(weights), framework="pt"):
+            pass
+    except Exception as e:
+        raise ClozeformerError(
+            f"{weights}: unreadable weights ({str(e).splitlines()[0] if str(e) else type(e).__name__})"
+        ) from None
+    opt = ckpt / "optimizer.pt"
+    try:
+        with zipfile.ZipFile(opt):
+            pass
+    except (OSError, zipfile.BadZipFile) as e:
+        raise ClozeformerError(f"{opt}: unreadable optimizer state ({e})") from None

@@ -3,7 +3,7 @@
     clozeformer pretrain --data data/ --model mini --out runs/mini --max-steps 10000 --lr 5e-4
     torchrun --nproc_per_node 4 -m clozeformer pretrain --data data/ --model base --out runs/base ...
 
-Flags mirror `PretrainConfig` (clozeformer/train/config.py); `--config-file run.yaml|json` holds
+Flags mirror `PretrainConfig` (clozeformer/train/config.py); `--config run.yaml|json` holds
 the same names (flat), flags win. Re-running the same command resumes from RUN_DIR's newest
 checkpoint. Exit status: 0 when the budget is reached, 128 + signal number after a checkpoint
 on SIGTERM / SIGINT, 2 on a user error (including too many NaN steps).
@@ -14,22 +14,18 @@ from __future__ import annotations
 import argparse
 import signal
 
-from clozeformer.cliutil import add_dataclass_args, dataclass_from_args, load_config_file
+from clozeformer.cliutil import add_config_args, config_from_args
 from clozeformer.train.config import PretrainConfig
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "--config-file", default=None, help="JSON/YAML file of PretrainConfig values (same names as the flags; flags win)"
-    )
-    add_dataclass_args(parser, PretrainConfig)
+    add_config_args(parser, PretrainConfig)
 
 
 def main(args: argparse.Namespace) -> int:
     from clozeformer.train.loop import pretrain  # torch is imported only when the verb runs
 
-    file_values = load_config_file(args.config_file) if args.config_file else None
-    cfg = dataclass_from_args(PretrainConfig, args, file_values)
+    cfg = config_from_args(PretrainConfig, args)
     summary = pretrain(cfg)
     stopped = summary["stopped_by"]
     return 128 + int(signal.Signals[stopped]) if stopped in signal.Signals.__members__ else 0

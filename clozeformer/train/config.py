@@ -1,7 +1,7 @@
 """`PretrainConfig`: every knob of a pretraining run, the one place its defaults live.
 
 `clozeformer pretrain` generates one flag per field (`--max-steps`, `--grad-accum`, ...);
-`--config-file run.yaml` (or .json) fills fields from a flat mapping, flags win over the file.
+`--config run.yaml` (or .json) fills fields from a flat mapping, flags win over the file.
 The resolved config is printed at start and saved as RUN_DIR/pretrain_config.json.
 """
 
@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Literal
 
+from clozeformer.cliutil import SEED_RANGE, flag_help
 from clozeformer.config import POSITION_TYPES, PRESETS
 from clozeformer.errors import ClozeformerError
 
@@ -21,7 +22,7 @@ class Recipe:
     lr: float
     warmup_steps: int
     dropout: float | None  # None: the model config's own (0.1 for the presets)
-    position_embedding_type: str | None  # None: the model config's own (--config / --init-from)
+    position_embedding_type: str | None  # None: the model config's own (--model-config / --init-from)
 
 
 #: Small models trained from scratch on a small budget (docs/EXPERIMENTS.md, run 4, issue 11):
@@ -30,7 +31,7 @@ class Recipe:
 #: Goldstein 2022) use the few steps there are.
 SMALL_BUDGET = Recipe(lr=2e-3, warmup_steps=300, dropout=0.0, position_embedding_type="rotary")
 #: BERT's own recipe (Devlin et al.): absolute positions, lr 1e-4, the config's dropout. Used for
-#: the larger presets and whenever the architecture comes from --config or --init-from.
+#: the larger presets and whenever the architecture comes from --model-config or --init-from.
 BERT_RECIPE = Recipe(lr=1e-4, warmup_steps=0, dropout=None, position_embedding_type=None)
 RECIPES: dict[str, Recipe] = {"tiny": SMALL_BUDGET, "mini": SMALL_BUDGET}
 
@@ -41,36 +42,32 @@ def recipe_for(model: str, from_preset: bool) -> Recipe:
     return RECIPES.get(model, Recipe(BERT_RECIPE.lr, BERT_RECIPE.warmup_steps, None, "absolute"))
 
 
-def _help(text: str, **kw) -> dict:
-    return {"help": text, **kw}
-
-
 @dataclass
 class PretrainConfig:
     # ------------------------------------------------------------------ what to train on / where
-    data: str | None = field(default=None, metadata=_help("prepared data dir (from `clozeformer prepare`)"))
-    out: str | None = field(default=None, metadata=_help("run dir: config, metrics.jsonl, checkpoints/"))
+    data: str | None = field(default=None, metadata=flag_help("prepared data dir (from `clozeformer prepare`)"))
+    out: str | None = field(default=None, metadata=flag_help("run dir: config, metrics.jsonl, checkpoints/"))
     # ------------------------------------------------------------------ the model (one of three sources)
-    model: str = field(default="tiny", metadata=_help("architecture preset", choices=list(PRESETS)))
+    model: str = field(default="tiny", metadata=flag_help("architecture preset", choices=list(PRESETS)))
     model_config: str | None = field(
-        default=None, metadata=_help("HF-style config.json for the architecture (overrides --model)", flag="--config")
+        default=None, metadata=flag_help("HF-style config.json for the architecture (overrides --model)")
     )
     init_from: str | None = field(
-        default=None, metadata=_help("start from the weights of this HF-format model dir (continued pretraining)")
+        default=None, metadata=flag_help("start from the weights of this HF-format model dir (continued pretraining)")
     )
     position_embedding_type: Literal["absolute", "rotary"] | None = field(
         default=None,
-        metadata=_help(
+        metadata=flag_help(
             "absolute (BERT's table) or rotary (RoFormer); unset: the recipe's (rotary for tiny/mini from scratch)",
             choices=list(POSITION_TYPES),
         ),
     )
     dropout: float | None = field(
-        default=None, metadata=_help("hidden and attention dropout; unset: the recipe's (0 for tiny/mini, else the config's)")
+        default=None, metadata=flag_help("hidden and attention dropout; unset: the recipe's (0 for tiny/mini, else the config's)")
     )
     objective: Literal["mlm", "mlm_nsp", "electra", "clm"] = field(
         default="mlm",
-        metadata=_help(
+        metadata=flag_help(
             "mlm (RoBERTa-style, saves BertForMaskedLM), mlm_nsp (original BERT, needs NSP-prepared data), "
             "electra (replaced-token detection: a small generator fills the masks, the encoder labels every "
             "token original/replaced; saves the encoder, with the generator in generator/) or clm (the "
@@ -79,92 +76,95 @@ class PretrainConfig:
         ),
     )
     generator_fraction: float = field(
-        default=0.25, metadata=_help("electra: the generator's width as a fraction of the encoder's (same depth)")
+        default=0.25, metadata=flag_help("electra: the generator's width as a fraction of the encoder's (same depth)")
     )
     generator_layers: int | None = field(
         default=None,
-        metadata=_help(
+        metadata=flag_help(
             "electra: the generator's layers (unset: the encoder's); at --generator-fraction 1 the two share embeddings"
         ),
     )
     rtd_weight: float = field(
-        default=50.0, metadata=_help("electra: weight of the replaced-token loss against the generator's MLM loss")
+        default=50.0, metadata=flag_help("electra: weight of the replaced-token loss against the generator's MLM loss")
     )
     # ------------------------------------------------------------------ masking (applied by the loader)
-    mlm_probability: float = field(default=0.15, metadata=_help("fraction of tokens to predict"))
+    mlm_probability: float = field(default=0.15, metadata=flag_help("fraction of tokens to predict"))
     masking: Literal["bernoulli", "exact"] = field(
-        default="bernoulli", metadata=_help("bernoulli: each token independently; exact: round(p * length) tokens per sequence")
+        default="bernoulli",
+        metadata=flag_help("bernoulli: each token independently; exact: round(p * length) tokens per sequence"),
     )
-    max_predictions: int | None = field(default=20, metadata=_help("cap on predicted tokens per sequence"))
-    whole_word: bool = field(default=False, metadata=_help("mask all pieces of a word together"))
+    max_predictions: int | None = field(default=20, metadata=flag_help("cap on predicted tokens per sequence"))
+    whole_word: bool = field(default=False, metadata=flag_help("mask all pieces of a word together"))
     mask_token_prob: float = field(
         default=0.8,
-        metadata=_help(
+        metadata=flag_help(
             "of the chosen tokens, the fraction shown as [MASK] (BERT: 0.8; 1 with --random-token-prob 0: [MASK] only)"
         ),
     )
     random_token_prob: float = field(
         default=0.1,
-        metadata=_help("of the chosen tokens, the fraction shown as a random token (BERT: 0.1; the rest stay unchanged)"),
+        metadata=flag_help("of the chosen tokens, the fraction shown as a random token (BERT: 0.1; the rest stay unchanged)"),
     )
     # ------------------------------------------------------------------ budget (the first one reached stops)
-    max_steps: int | None = field(default=None, metadata=_help("optimizer steps"))
-    max_tokens: int | None = field(default=None, metadata=_help("token positions (global batch x seq_len per step)"))
+    max_steps: int | None = field(default=None, metadata=flag_help("optimizer steps"))
+    max_tokens: int | None = field(default=None, metadata=flag_help("token positions (global batch x seq_len per step)"))
     max_time: float | None = field(
-        default=None, metadata=_help("wall-clock minutes of training (evals and checkpoints included)")
+        default=None, metadata=flag_help("wall-clock minutes of training (evals and checkpoints included)")
     )
     # ------------------------------------------------------------------ batch
-    batch_size: int = field(default=32, metadata=_help("micro-batch per process"))
-    grad_accum: int = field(default=1, metadata=_help("micro-batches per optimizer step"))
+    batch_size: int = field(default=32, metadata=flag_help("micro-batch per process"))
+    grad_accum: int = field(default=1, metadata=flag_help("micro-batches per optimizer step"))
     # ------------------------------------------------------------------ optimizer and schedule
     optimizer: Literal["adamw", "lamb"] = field(
-        default="adamw", metadata=_help("adamw (default) or lamb (layer-wise trust ratio, for large batches)")
+        default="adamw", metadata=flag_help("adamw (default) or lamb (layer-wise trust ratio, for large batches)")
     )
     optimizer_impl: Literal["auto", "fused", "foreach", "for_loop"] = field(
-        default="auto", metadata=_help("AdamW kernel: auto = fused where torch has it for the device")
+        default="auto", metadata=flag_help("AdamW kernel: auto = fused where torch has it for the device")
     )
     lr: float | None = field(
-        default=None, metadata=_help("peak learning rate; unset: the recipe's (2e-3 for tiny/mini, else BERT's 1e-4)")
+        default=None, metadata=flag_help("peak learning rate; unset: the recipe's (2e-3 for tiny/mini, else BERT's 1e-4)")
     )
-    weight_decay: float = field(default=0.01, metadata=_help("decoupled weight decay (not on bias/LayerNorm)"))
-    adam_beta1: float = field(default=0.9, metadata=_help("first-moment decay"))
-    adam_beta2: float = field(default=0.999, metadata=_help("second-moment decay"))
-    adam_eps: float = field(default=1e-6, metadata=_help("denominator epsilon (BERT used 1e-6)"))
+    weight_decay: float = field(default=0.01, metadata=flag_help("decoupled weight decay (not on bias/LayerNorm)"))
+    adam_beta1: float = field(default=0.9, metadata=flag_help("first-moment decay"))
+    adam_beta2: float = field(default=0.999, metadata=flag_help("second-moment decay"))
+    adam_eps: float = field(default=1e-6, metadata=flag_help("denominator epsilon (BERT used 1e-6)"))
     schedule: Literal["linear", "cosine", "constant"] = field(
-        default="linear", metadata=_help("after warmup: linear decay, cosine decay, or constant")
+        default="linear", metadata=flag_help("after warmup: linear decay, cosine decay, or constant")
     )
     warmup_steps: int | None = field(
-        default=None, metadata=_help("linear warmup steps; unset: the recipe's (300 for tiny/mini, else 0; BERT used 10k of 1M)")
+        default=None,
+        metadata=flag_help("linear warmup steps; unset: the recipe's (300 for tiny/mini, else 0; BERT used 10k of 1M)"),
     )
-    min_lr_ratio: float = field(default=0.0, metadata=_help("lr floor for the decay, as a fraction of --lr"))
-    max_grad_norm: float = field(default=1.0, metadata=_help("clip the global grad norm (0 = off)"))
+    min_lr_ratio: float = field(default=0.0, metadata=flag_help("lr floor for the decay, as a fraction of --lr"))
+    max_grad_norm: float = field(default=1.0, metadata=flag_help("clip the global grad norm (0 = off)"))
     max_bad_steps: int = field(
-        default=10, metadata=_help("stop after this many consecutive steps with a NaN/Inf loss or gradient")
+        default=10, metadata=flag_help("stop after this many consecutive steps with a NaN/Inf loss or gradient")
     )
     # ------------------------------------------------------------------ hardware
     precision: Literal["auto", "fp32", "bf16", "fp16"] = field(
-        default="auto", metadata=_help("auto: bf16 on CUDA with bf16 and on AMX CPUs, fp16 + GradScaler on older GPUs, else fp32")
+        default="auto",
+        metadata=flag_help("auto: bf16 on CUDA with bf16 and on AMX CPUs, fp16 + GradScaler on older GPUs, else fp32"),
     )
-    compile: bool = field(default=False, metadata=_help("torch.compile the model"))
-    tf32: bool = field(default=True, metadata=_help("TF32 matmuls on Ampere+ GPUs"))
-    fsdp: bool = field(default=False, metadata=_help("shard params/grads/optimizer with FSDP2 instead of DDP"))
-    deterministic: bool = field(default=False, metadata=_help("torch.use_deterministic_algorithms"))
-    num_threads: int | None = field(default=None, metadata=_help("torch CPU threads per process"))
-    seed: int = field(default=0, metadata=_help("seed for init, dropout and data order"))
+    compile: bool = field(default=False, metadata=flag_help("torch.compile the model"))
+    tf32: bool = field(default=True, metadata=flag_help("TF32 matmuls on Ampere+ GPUs"))
+    fsdp: bool = field(default=False, metadata=flag_help("shard params/grads/optimizer with FSDP2 instead of DDP"))
+    deterministic: bool = field(default=False, metadata=flag_help("torch.use_deterministic_algorithms"))
+    num_threads: int | None = field(default=None, metadata=flag_help("torch CPU threads per process"))
+    seed: int = field(default=0, metadata=flag_help("seed for init, dropout and data order", **SEED_RANGE))
     # ------------------------------------------------------------------ evaluation, logging, checkpoints
-    eval_every: int = field(default=0, metadata=_help("evaluate on the val split every N steps (0 = at the end)"))
-    eval_batches: int | None = field(default=None, metadata=_help("cap on val batches per evaluation"))
-    log_every: int = field(default=1, metadata=_help("write a metrics.jsonl line every N steps"))
-    save_every: int = field(default=0, metadata=_help("checkpoint every N steps (0 = off)"))
-    save_every_minutes: float = field(default=0.0, metadata=_help("checkpoint every M minutes (0 = off)"))
-    keep_last: int = field(default=3, metadata=_help("checkpoints to keep (the newest K)"))
+    eval_every: int = field(default=0, metadata=flag_help("evaluate on the val split every N steps (0 = at the end)"))
+    eval_batches: int | None = field(default=None, metadata=flag_help("cap on val batches per evaluation"))
+    log_every: int = field(default=1, metadata=flag_help("write a metrics.jsonl line every N steps"))
+    save_every: int = field(default=0, metadata=flag_help("checkpoint every N steps (0 = off)"))
+    save_every_minutes: float = field(default=0.0, metadata=flag_help("checkpoint every M minutes (0 = off)"))
+    keep_last: int = field(default=3, metadata=flag_help("checkpoints to keep (the newest K)"))
     resume: bool = field(
         default=True,
-        metadata=_help("resume from RUN_DIR's newest checkpoint when there is one (--no-resume: refuse a used RUN_DIR)"),
+        metadata=flag_help("resume from RUN_DIR's newest checkpoint when there is one (--no-resume: refuse a used RUN_DIR)"),
     )
-    resume_from: str | None = field(default=None, metadata=_help("resume from this checkpoint dir"))
-    progress: bool = field(default=True, metadata=_help("tqdm progress bar"))
-    tensorboard: bool = field(default=True, metadata=_help("also log to RUN_DIR/tb when tensorboard is installed"))
+    resume_from: str | None = field(default=None, metadata=flag_help("resume from this checkpoint dir"))
+    progress: bool = field(default=True, metadata=flag_help("tqdm progress bar"))
+    tensorboard: bool = field(default=True, metadata=flag_help("also log to RUN_DIR/tb when tensorboard is installed"))
 
     def __post_init__(self) -> None:
         def bad(msg: str) -> ClozeformerError:
@@ -177,7 +177,7 @@ class PretrainConfig:
         if self.model not in PRESETS:
             raise bad(f"unknown --model {self.model!r}; choose one of {', '.join(PRESETS)}")
         if self.model_config and self.init_from:
-            raise bad("give --config or --init-from, not both")
+            raise bad("give --model-config or --init-from, not both")
         # The recipe fills what the user left unset; the resolved values are printed and saved.
         recipe = recipe_for(self.model, from_preset=not (self.model_config or self.init_from))
         self.lr = recipe.lr if self.lr is None else self.lr

@@ -71,6 +71,49 @@ class RunState:
     last_save_s: float = 0.0
 
 
+@dataclass
+class StepResult:
+    """One optimizer step: what is logged, and what every rank decided together."""
+
+    record: dict[str, Any]  # loss, mlm_loss, mlm_acc, lr, grad_norm, skipped (+ nsp_*, rtd_*)
+    elapsed_s: float  # rank 0's clock
+    stop: bool  # a stop signal reached some rank
+    save: bool  # a time-based checkpoint is due (rank 0's clock)
+    horizon: int | None  # the schedule's step horizon
+
+
+class Sums:
+    """Named float64 accumulators in one tensor, so that a step's statistics and the decisions
+    every rank must share cross the ranks in a single all_reduce."""
+
+    def __init__(self, names: tuple[str, ...], device: torch.device) -> None:
+        self.index = {n: i for i, n in enumerate(names)}
+        self.values = torch.zeros(len(names), dtype=torch.float64, device=device)
+
+    def add(self, name: str, value: torch.Tensor | float) -> None:
+        self.values[self.index[name]] += value
+
+    def reduce(self, info) -> dict[str, float]:
+        return dict(zip(self.index, distributed.all_reduce(self.values, info).cpu().tolist()))
+
+
+#: validation sums over the whole val split, all ranks
+EVAL_SUMS = (
+    "mlm_ce",
+    "mlm_n",
+    "mlm_correct",
+    "nsp_ce",
+    "nsp_n",
+    "nsp_correct",
+    "rtd_bce",
+    "rtd_n",
+    "rtd_correct",
+    "rtd_replaced",
+)
+#: the statistics of a training step (sums over the global batch) and its shared decisions
+STEP_SUMS = ("mlm_ce", "mlm_correct", "nsp_ce", "nsp_correct", "rtd_bce", "rtd_correct", "elapsed_s", "stop", "save")
+
+
 class Trainer:
     def __init__(self, cfg: PretrainConfig, info: distributed.DistInfo):
         self.cfg, self.info = cfg, info
@@ -155,7 +198,23 @@ class Trainer:
                 f"{self.run_dir} already holds checkpoint {latest.name}; drop --no-resume "
                 "to continue that run, or choose a new --out"
             )
-        return latest
+        # the newest checkpoint that is whole: a damaged newest one (a disk error, an edit) is
+        # reported and the previous one resumed; if none is whole, the newest one's error stops
+        first_error = None
+        for _, ckpt in reversed(ckpt_io.list_checkpoints(self.run_dir)):
+            try:
+                ckpt_io.check_resumable(ckpt, self.info.rank)
+            except ClozeformerError as e:
+                first_error = first_error or e
+                if self.info.is_main:
+                    print(f"warning: not resuming from {ckpt.name}: {e}", file=sys.stderr, flush=True)
+                continue
+            if first_error is not None and self.info.is_main:
+                print(f"resuming from the previous checkpoint, {ckpt.name}", file=sys.stderr, flush=True)
+            return ckpt
+        if first_error is not None:
+            raise first_error
+        return None
 
     def _restore(self, ckpt: Path) -> None:
         st = ckpt_io.load_trainer_state(ckpt)
@@ -212,7 +271,7 @@ class Trainer:
     # ------------------------------------------------------------------ one optimizer step
     def train_step(
         self, micro: list[dict[str, torch.Tensor]], elapsed_s: float, sched: Schedule, budget: Budget, save_due: bool
-    ) -> dict[str, Any]:
+    ) -> StepResult:
         cfg, info, dev = self.cfg, self.info, self.info.device
         # masked tokens / NSP pairs / real tokens of the whole global batch, counted before any forward pass
         counts = torch.tensor(
@@ -228,8 +287,7 @@ class Trainer:
         )  # (A, 3)
         totals = distributed.all_reduce(counts.sum(0), info)
         n_mlm, n_nsp, n_tok = (max(t, 1.0) for t in totals.tolist())
-        # mlm CE sum, mlm correct, nsp CE sum, nsp correct, rtd BCE sum, rtd correct
-        sums = torch.zeros(6, dtype=torch.float64, device=dev)
+        sums = Sums(STEP_SUMS, dev)
         for i, cpu_batch in enumerate(micro):
             b = {k: v.to(dev, non_blocking=True) for k, v in cpu_batch.items()}
             n_i = counts[i, 0].item()
@@ -250,30 +308,30 @@ class Trainer:
             (self.scaler.scale(loss) if self.scaler else loss).backward()
             with torch.no_grad():
                 if n_i:
-                    sums[0] += mlm_mean.detach().double() * n_i
-                    sums[1] += (logits.argmax(-1) == b["labels"][b["labels"] != -100]).sum()
+                    sums.add("mlm_ce", mlm_mean.detach().double() * n_i)
+                    sums.add("mlm_correct", (logits.argmax(-1) == b["labels"][b["labels"] != -100]).sum())
                 if self.nsp:
-                    sums[2] += out.nsp_loss.detach().double() * counts[i, 1].item()
-                    sums[3] += (out.seq_relationship_logits.argmax(-1) == b["next_sentence_label"].view(-1)).sum()
+                    sums.add("nsp_ce", out.nsp_loss.detach().double() * counts[i, 1].item())
+                    sums.add("nsp_correct", (out.seq_relationship_logits.argmax(-1) == b["next_sentence_label"].view(-1)).sum())
                 if self.electra:
                     real = b["attention_mask"].bool()
-                    sums[4] += out.rtd_loss.detach().double() * counts[i, 2].item()
-                    sums[5] += ((out.rtd_logits > 0) == out.rtd_labels.bool())[real].sum()
-        # one collective for the step's statistics and the decisions every rank must share
-        flags = torch.tensor(
-            [elapsed_s if info.is_main else 0.0, float(self.stop_signal > 0), float(save_due and info.is_main)],
-            dtype=torch.float64,
-            device=dev,
-        )
-        red = distributed.all_reduce(torch.cat([sums, flags]), info).cpu().tolist()
-        loss_value = red[0] / n_mlm + (red[2] / n_nsp if self.nsp else 0.0)
+                    sums.add("rtd_bce", out.rtd_loss.detach().double() * counts[i, 2].item())
+                    sums.add("rtd_correct", ((out.rtd_logits > 0) == out.rtd_labels.bool())[real].sum())
+        # the decisions every rank must share ride in the same collective: rank 0's clock and
+        # time-based save, a stop signal seen by any rank
+        if info.is_main:
+            sums.add("elapsed_s", elapsed_s)
+            sums.add("save", float(save_due))
+        sums.add("stop", float(self.stop_signal > 0))
+        red = sums.reduce(info)
+        loss_value = red["mlm_ce"] / n_mlm + (red["nsp_ce"] / n_nsp if self.nsp else 0.0)
         if self.electra:
-            loss_value += self.raw.rtd_weight * red[4] / n_tok
+            loss_value += self.raw.rtd_weight * red["rtd_bce"] / n_tok
         if self.scaler is not None:
             self.scaler.unscale_(self.opt)
         # with fp16 an overflowing gradient is routine: GradScaler skips that step and lowers the scale
         norm, bad = clip_and_check(self.raw.parameters(), cfg.max_grad_norm, loss_value, scaled=self.scaler is not None)
-        horizon = budget.horizon(self.state.step, red[6])
+        horizon = budget.horizon(self.state.step, red["elapsed_s"])
         lr = cfg.lr * sched.factor(self.state.step, horizon)
         if not bad:
             set_lr(self.opt, lr)
@@ -283,17 +341,17 @@ class Trainer:
         self.opt.zero_grad(set_to_none=True)
         rec = {
             "loss": loss_value,
-            "mlm_loss": red[0] / n_mlm,
-            "mlm_acc": red[1] / n_mlm,
+            "mlm_loss": red["mlm_ce"] / n_mlm,
+            "mlm_acc": red["mlm_correct"] / n_mlm,
             "lr": lr,
             "grad_norm": norm,
             "skipped": bad,
         }
         if self.nsp:
-            rec.update(nsp_loss=red[2] / n_nsp, nsp_acc=red[3] / n_nsp)
+            rec.update(nsp_loss=red["nsp_ce"] / n_nsp, nsp_acc=red["nsp_correct"] / n_nsp)
         if self.electra:
-            rec.update(rtd_loss=red[4] / n_tok, rtd_acc=red[5] / n_tok)
-        return {**rec, "_elapsed": red[6], "_stop": red[7] > 0, "_save": red[8] > 0, "_horizon": horizon}
+            rec.update(rtd_loss=red["rtd_bce"] / n_tok, rtd_acc=red["rtd_correct"] / n_tok)
+        return StepResult(rec, red["elapsed_s"], red["stop"] > 0, red["save"] > 0, horizon)
 
     # ------------------------------------------------------------------ evaluation
     @torch.no_grad()
@@ -309,8 +367,7 @@ class Trainer:
                 batches = list(batches)
                 most = int(distributed.all_reduce(torch.tensor([float(len(batches))]), info, op="max").item())
                 batches += [None] * (most - len(batches))  # None: a forward on pad_batch, not scored
-            # mlm CE, mlm n, mlm correct, nsp CE, nsp n, nsp correct, rtd BCE, rtd n, rtd correct, replaced
-            sums = torch.zeros(10, dtype=torch.float64)
+            sums = Sums(EVAL_SUMS, torch.device("cpu"))
             for batch in batches:
                 b = {k: v.to(info.device) for k, v in (batch if batch is not None else pad_batch).items()}
                 with self.precision.autocast():
@@ -324,34 +381,40 @@ class Trainer:
                     continue
                 logits = out.prediction_logits if self.nsp else out.logits  # (N, V)
                 target = b["labels"][b["labels"] != -100]
-                sums[0] += torch.nn.functional.cross_entropy(logits.float(), target, reduction="sum").item()
-                sums[1] += target.numel()
-                sums[2] += (logits.argmax(-1) == target).sum().item()
+                sums.add("mlm_ce", torch.nn.functional.cross_entropy(logits.float(), target, reduction="sum").item())
+                sums.add("mlm_n", target.numel())
+                sums.add("mlm_correct", (logits.argmax(-1) == target).sum().item())
                 if self.nsp:  # NSP data trained with --objective mlm has labels but no NSP head
                     nsl = b["next_sentence_label"].view(-1)
-                    sums[3] += torch.nn.functional.cross_entropy(out.seq_relationship_logits.float(), nsl, reduction="sum").item()
-                    sums[4] += nsl.numel()
-                    sums[5] += (out.seq_relationship_logits.argmax(-1) == nsl).sum().item()
+                    nsp_logits = out.seq_relationship_logits.float()
+                    sums.add("nsp_ce", torch.nn.functional.cross_entropy(nsp_logits, nsl, reduction="sum").item())
+                    sums.add("nsp_n", nsl.numel())
+                    sums.add("nsp_correct", (nsp_logits.argmax(-1) == nsl).sum().item())
                 if self.electra:  # the discriminator on the generator's samples
                     real = b["attention_mask"].bool()
-                    sums[7] += float(real.sum())
-                    sums[6] += out.rtd_loss.item() * float(real.sum())
-                    sums[8] += ((out.rtd_logits > 0) == out.rtd_labels.bool())[real].sum().item()
-                    sums[9] += out.rtd_labels[real].sum().item()
-            s = distributed.all_reduce(sums, info).tolist()
+                    sums.add("rtd_n", float(real.sum()))
+                    sums.add("rtd_bce", out.rtd_loss.item() * float(real.sum()))
+                    sums.add("rtd_correct", ((out.rtd_logits > 0) == out.rtd_labels.bool())[real].sum().item())
+                    sums.add("rtd_replaced", out.rtd_labels[real].sum().item())
+            s = sums.reduce(info)
             self.raw.train()
-        mlm_loss = s[0] / max(s[1], 1.0)
+        n = max(s["mlm_n"], 1.0)
         rec = {
-            "val_mlm_loss": mlm_loss,
-            "val_mlm_acc": s[2] / max(s[1], 1.0),
-            "val_ppl": math.exp(min(mlm_loss, 50.0)),
-            "val_masked_tokens": int(s[1]),
+            "val_mlm_loss": s["mlm_ce"] / n,
+            "val_mlm_acc": s["mlm_correct"] / n,
+            "val_ppl": math.exp(min(s["mlm_ce"] / n, 50.0)),
+            "val_masked_tokens": int(s["mlm_n"]),
         }
-        if s[4]:
-            rec.update(val_nsp_loss=s[3] / s[4], val_nsp_acc=s[5] / s[4])
-        if s[7]:
+        if s["nsp_n"]:
+            rec.update(val_nsp_loss=s["nsp_ce"] / s["nsp_n"], val_nsp_acc=s["nsp_correct"] / s["nsp_n"])
+        if s["rtd_n"]:
             # val_rtd_replaced: the fraction replaced; 1 minus it is what "nothing replaced" scores
-            rec.update(val_rtd_loss=s[6] / s[7], val_rtd_acc=s[8] / s[7], val_rtd_replaced=s[9] / s[7])
+            n_tok = s["rtd_n"]
+            rec.update(
+                val_rtd_loss=s["rtd_bce"] / n_tok,
+                val_rtd_acc=s["rtd_correct"] / n_tok,
+                val_rtd_replaced=s["rtd_replaced"] / n_tok,
+            )
         return rec
 
     # ------------------------------------------------------------------ checkpoints
@@ -455,21 +518,21 @@ class Trainer:
                 out = self.train_step(micro, now, sched, budget, save_due)
                 st.step += 1
                 st.tokens += self.tokens_per_step
-                st.elapsed_s = out["_elapsed"]
-                st.bad_total += out["skipped"]
-                st.bad_streak = st.bad_streak + 1 if out["skipped"] else 0
+                st.elapsed_s = out.elapsed_s
+                st.bad_total += out.record["skipped"]
+                st.bad_streak = st.bad_streak + 1 if out.record["skipped"] else 0
                 rec = {
                     "kind": "train",
                     "step": st.step,
-                    **{k: v for k, v in out.items() if not k.startswith("_")},
+                    **out.record,
                     "tokens": st.tokens,
                     "elapsed_s": round(st.elapsed_s, 3),
                     "tokens_per_s": self.tokens_per_step / max(time.monotonic() - t0, 1e-9),
                     "bad_steps": st.bad_total,
                 }
-                if st.step % cfg.log_every == 0 or out["skipped"]:
+                if st.step % cfg.log_every == 0 or out.record["skipped"]:
                     self.log.log(rec)
-                bar.total = out["_horizon"]
+                bar.total = out.horizon
                 bar.set_postfix(
                     loss=f"{rec['loss']:.4f}", lr=f"{rec['lr']:.2e}", tok_s=f"{rec['tokens_per_s']:,.0f}", refresh=False
                 )
@@ -483,7 +546,7 @@ class Trainer:
                     )
                 if cfg.eval_every and st.step % cfg.eval_every == 0:
                     val = self._eval_and_log(micro[-1])
-                if out["_stop"]:
+                if out.stop:
                     stopped_by = signal.Signals(self.stop_signal).name if self.stop_signal else "signal"
                     break
                 # no periodic checkpoint in the middle of a NaN streak: keep the last good one newest;
@@ -491,7 +554,7 @@ class Trainer:
                 if (
                     st.bad_streak == 0
                     and not budget.done(st.step, st.tokens, st.elapsed_s)
-                    and ((cfg.save_every and st.step % cfg.save_every == 0) or out["_save"])
+                    and ((cfg.save_every and st.step % cfg.save_every == 0) or out.save)
                 ):
                     last_saved = self.save("periodic") or last_saved
             if stopped_by == "budget" and micro and val.get("step") != st.step:

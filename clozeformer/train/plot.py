@@ -21,7 +21,7 @@ from pathlib import Path
 
 import numpy as np
 
-from clozeformer.cliutil import add_dataclass_args, dataclass_from_args
+from clozeformer.cliutil import add_config_args, config_from_args
 from clozeformer.errors import ClozeformerError
 from clozeformer.io import atomic_path
 from clozeformer.train.metrics import METRICS_FILE, read_metrics
@@ -163,11 +163,11 @@ def plot_run(cfg: PlotConfig) -> list[Path]:
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    add_dataclass_args(parser, PlotConfig, positional=("run_dir",))
+    add_config_args(parser, PlotConfig, positional=("run_dir",))
 
 
 def main(args: argparse.Namespace) -> int:
-    cfg = dataclass_from_args(PlotConfig, args)
+    cfg = config_from_args(PlotConfig, args)
     for path in plot_run(cfg):
         print(path)
     return 0

@@ -1,0 +1,217 @@
+"""What fine-tuning starts from and what `evaluate`/`predict` open, in one place.
+
+* the task model: a pretrained directory with a new head, or a preset at random init
+  (`build_task_model`), its class (`model_class`), tokenizer (`load_tokenizer`) and the
+  vocabulary check between them (`check_vocab`);
+* a fine-tuned directory (`load_finetuned`), its remembered settings (`inherited_values`,
+  `task_config_from_args`: defaults <- finetune_config.json <- --config <- flags) and the
+  `Session` that evaluate and predict both start from.
+
+Verbs import this module, never each other.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from clozeformer.cliutil import config_from_args, save_config
+from clozeformer.config import PRESETS, BertConfig
+from clozeformer.errors import ClozeformerError
+from clozeformer.tasks.common import Problems
+from clozeformer.tasks.config import INHERITED_FIELDS, FinetuneConfig, TaskDataConfig
+from clozeformer.tasks.runner import SplitData, TaskRunner, check_labels
+from clozeformer.tasks.spec import TaskSpec, get_task, resolve_files
+
+# ----------------------------------------------------------------------------- models and tokenizers
+
+
+def is_preset(model: str) -> bool:
+    return model in PRESETS and not Path(model).exists()
+
+
+def load_tokenizer(tokenizer: str | None, model: str):
+    from clozeformer.tokenizer import Tokenizer
+
+    if tokenizer is not None:
+        return Tokenizer.from_pretrained(tokenizer)
+    if is_preset(model):
+        raise ClozeformerError(f"--model {model} is a preset (random init): pass --tokenizer DIR_OR_VOCAB too")
+    if not (Path(model) / "vocab.txt").is_file():
+        raise ClozeformerError(f"{model}: no vocab.txt in the model directory; pass --tokenizer DIR_OR_VOCAB")
+    return Tokenizer.from_pretrained(model)
+
+
+def model_class(spec: TaskSpec):
+    from clozeformer import model as M
+
+    return getattr(M, spec.model_class_name)
+
+
+def head_overrides(spec: TaskSpec, labels: list[str] | None) -> dict:
+    """The config.json changes that shape the task head (HF field names)."""
+    if spec.family == "regression":
+        return {"num_labels": 1, "problem_type": "regression"}
+    if spec.family in ("classification", "token"):
+        assert labels is not None
+        id2label = dict(enumerate(labels))
+        kw = {"id2label": id2label, "label2id": {v: k for k, v in id2label.items()}}
+        if spec.family == "classification":
+            kw["problem_type"] = "single_label_classification"
+        return kw
+    return {}
+
+
+def check_vocab(tokenizer, config: BertConfig, where: str) -> None:
+    from clozeformer.tokenizer import check_vocab_fits
+
+    check_vocab_fits(tokenizer.vocab_size, config.vocab_size, where)
+    if tokenizer.pad_token_id != config.pad_token_id:
+        raise ClozeformerError(
+            f"{where}: the tokenizer's [PAD] id is {tokenizer.pad_token_id} but the model's "
+            f"pad_token_id is {config.pad_token_id}: mismatched vocab"
+        )
+
+
+def build_task_model(spec: TaskSpec, cfg: FinetuneConfig, tokenizer, labels: list[str] | None):
+    """The task model from a pretrained directory (new head) or a preset at random init."""
+    cls = model_class(spec)
+    overrides = head_overrides(spec, labels)
+    if cfg.dropout is not None:
+        overrides.update(hidden_dropout_prob=cfg.dropout, attention_probs_dropout_prob=cfg.dropout)
+    if cfg.pooling is not None:
+        overrides["classifier_pooling"] = cfg.pooling
+    elif not is_preset(cfg.model):
+        own = BertConfig.from_pretrained(cfg.model)
+        if own.is_decoder and own.classifier_pooling == "cls":
+            overrides["classifier_pooling"] = "last"  # left to right, [CLS] has seen only itself
+    torch.manual_seed(cfg.seed)  # the new head (or the whole model) is initialised from the seed
+    if is_preset(cfg.model):
+        config = BertConfig.preset(cfg.model, vocab_size=tokenizer.vocab_size, pad_token_id=tokenizer.pad_token_id, **overrides)
+        model = cls(config)
+        where = f"preset {cfg.model}"
+    else:
+        model = cls.from_pretrained(cfg.model, **overrides)
+        where = str(cfg.model)
+    check_vocab(tokenizer, model.config, where)
+    model.config.extra["finetuning_task"] = spec.name
+    return model
+
+
+# ----------------------------------------------------------------------------- fine-tuned directories
+
+
+def inherited_values(model_dir: str | None) -> dict:
+    """Settings saved by `finetune` beside the model, as defaults for evaluate/predict."""
+    if not model_dir:
+        return {}
+    path = Path(model_dir) / "finetune_config.json"
+    if not path.is_file():
+        return {}
+    try:
+        saved = json.loads(path.read_text(encoding="utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        raise ClozeformerError(f"{path}: invalid JSON ({e})") from None
+    return {k: saved[k] for k in INHERITED_FIELDS if saved.get(k) is not None}
+
+
+def load_finetuned(cfg: TaskDataConfig, model_dir: str | None):
+    """(spec, runner, model, device) for a fine-tuned directory."""
+    import torch
+
+    from clozeformer.config import BertConfig
+    from clozeformer.device import resolve_device
+
+    if not model_dir:
+        raise ClozeformerError("--model is required: a fine-tuned model directory")
+    mdir = Path(model_dir)
+    if not mdir.is_dir():
+        raise ClozeformerError(f"{mdir}: no such model directory")
+    config = BertConfig.from_pretrained(mdir)
+    task = cfg.task or config.extra.get("finetuning_task")
+    spec = get_task(task, cfg)
+    arch = (config.extra.get("architectures") or [None])[0]
+    if arch is not None and arch != spec.model_class_name:
+        raise ClozeformerError(
+            f"{mdir}: this model is a {arch}, but task {spec.name} needs a "
+            f"{spec.model_class_name}; was it fine-tuned for another task?"
+        )
+    labels = None
+    if spec.family in ("classification", "token"):
+        if not config.id2label:
+            raise ClozeformerError(f"{mdir / 'config.json'}: no id2label: not fine-tuned for a classification task")
+        labels = [config.id2label[i] for i in sorted(config.id2label)]
+    elif spec.family == "regression" and config.num_labels != 1:
+        raise ClozeformerError(f"{mdir / 'config.json'}: num_labels is {config.num_labels}; a regression model has 1")
+    if cfg.threads:
+        torch.set_num_threads(cfg.threads)
+    device = resolve_device(cfg.device)
+    tokenizer = load_tokenizer(None, str(mdir))
+    check_vocab(tokenizer, config, str(mdir))
+    model = model_class(spec).from_pretrained(mdir, strict_heads=True).to(device).eval()
+    version_2 = bool(config.extra.get("qa_version_2", spec.qa_metric == "squad_v2"))
+    runner = TaskRunner(spec, cfg, tokenizer, labels, version_2)
+    if runner.max_len > config.max_position_embeddings:
+        raise ClozeformerError(
+            f"--max-seq-len {runner.max_len} exceeds the model's max_position_embeddings ({config.max_position_embeddings})"
+        )
+    return spec, runner, model, device
+
+
+def read_splits(
+    spec: TaskSpec, cfg: TaskDataConfig, runner: TaskRunner, which: str, labeled: bool | None, problems: Problems
+) -> list[SplitData]:
+    wanted = spec.split_group(which)
+    optional = tuple(s for s in wanted if s in spec.optional_splits)
+    files = resolve_files(spec, cfg.data, wanted, optional=optional)
+    out = []
+    for split, path in files.items():
+        print(f"{split}: {path}")
+        examples = spec.read(path, problems, labeled)
+        if cfg.max_eval_examples:
+            examples = examples[: cfg.max_eval_examples]
+        if labeled:
+            check_labels(spec, examples, runner.labels)
+        sd = SplitData(split, path, examples)
+        sd.features = runner.featurize(examples, problems, training=False)
+        out.append(sd)
+    return out
+
+
+@dataclass
+class Session:
+    """What evaluate and predict both start from: the model, its task runner, the read splits."""
+
+    spec: TaskSpec
+    runner: TaskRunner
+    model: Any
+    device: Any
+    problems: Problems
+    splits: list[SplitData]
+    out: Path
+
+    @classmethod
+    def open(cls, cfg: TaskDataConfig, labeled: bool | None, default_out: str, config_name: str) -> Session:
+        cfg.validate()
+        spec, runner, model, device = load_finetuned(cfg, cfg.model)
+        problems = Problems(skip_bad_rows=cfg.skip_bad_rows)
+        splits = read_splits(spec, cfg, runner, cfg.split, labeled, problems)
+        out = Path(cfg.out) if cfg.out else Path(cfg.model) / default_out
+        out.mkdir(parents=True, exist_ok=True)
+        save_config(cfg, out / config_name)
+        return cls(spec, runner, model, device, problems, splits, out)
+
+    def decode(self, sd: SplitData, batch_size: int) -> Any:
+        """The split's model outputs, decoded into the task's predictions."""
+        outputs = self.runner.infer(self.model, sd.features, batch_size, self.device, progress=True)
+        return self.runner.decode(sd.examples, sd.features, outputs)
+
+
+def task_config_from_args(cls: type, args: argparse.Namespace) -> TaskDataConfig:
+    """defaults <- MODEL/finetune_config.json <- --config file <- flags."""
+    return config_from_args(cls, args, inherited_values(getattr(args, "model", None)))
