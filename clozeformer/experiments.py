@@ -231,12 +231,15 @@ def reused_pretraining(model_dir: Path) -> dict:
 
 def pretraining_entry(model_dir: Path, summary: dict) -> dict:
     """One variant's pretraining for the report, from `pretrain`'s summary or `reused_pretraining`."""
+    config = model_dir / "config.json"
+    causal = config.is_file() and bool(json.loads(config.read_text(encoding="utf-8")).get("is_decoder"))
     return {
         "dir": str(model_dir),
         "steps": summary.get("step", summary.get("steps")),
         "seconds": summary.get("elapsed_s", summary.get("seconds")),
         "val": summary.get("val"),
         "note": summary.get("note"),
+        "causal": causal,  # its val "MLM" accuracy is the next-token accuracy
     }
 
 
@@ -471,7 +474,8 @@ def _pretraining_summary(variant: str, d: dict) -> str:
         parts.append(f"{d['steps']} steps" + (f" in {d['seconds'] / 60:.1f} min" if d.get("seconds") else ""))
     val = d.get("val") or {}
     if val.get("val_mlm_acc") is not None:
-        parts.append(f"val MLM accuracy {val['val_mlm_acc']:.3f}")
+        what = "next-token" if d.get("causal") else "MLM"
+        parts.append(f"val {what} accuracy {val['val_mlm_acc']:.3f}")
     if val.get("val_nsp_acc") is not None:
         parts.append(f"val NSP accuracy {val['val_nsp_acc']:.3f}")
     if d.get("final_loss") is not None:

@@ -89,6 +89,8 @@ def test_experiment_runs_and_reports(corpus_data, tmp_path, name, data):
         again = tmp_path / "again"
         assert cli_main(argv[:-1] + [str(again), "--pretrained", *map(str, arms), "--seeds", "1"]) == 0
         reused = json.loads((again / "results.json").read_text())["pretraining"]
+        assert [r["causal"] for r in reused.values()] == [False, True]
+        assert "val next-token accuracy" in (again / "results.md").read_text()
         assert [r["steps"] for r in reused.values()] == [r["steps"] for r in result["pretraining"].values()]
         assert (again / "pretraining_loss.png").is_file()
     shutil.rmtree(out)
