@@ -48,7 +48,9 @@ def examples(n: int, seq_len: int, tok) -> list[dict]:
             rows.append({"input_ids": enc.input_ids, "offset_mapping": enc.offsets})
     rng = np.random.default_rng(0)
     while len(rows) < n:  # no data folder: random ordinary ids
-        body = rng.integers(1000, tok.vocab_size, size=int(rng.integers(seq_len // 2, seq_len - 1))).tolist()
+        body = rng.integers(
+            min(1000, tok.vocab_size // 2), tok.vocab_size, size=int(rng.integers(seq_len // 2, seq_len - 1))
+        ).tolist()
         ids = [tok.cls_token_id, *body, tok.sep_token_id]
         rows.append({"input_ids": ids, "offset_mapping": [(0, 0)] + [(i, i + 1) for i in range(len(body))] + [(0, 0)]})
     return rows

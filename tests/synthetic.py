@@ -40,8 +40,19 @@ def prepare_data(corpus: Path, tokenizer: Path, out: Path, mode: str = "packed",
     return out
 
 
-def make_data_dir(root: Path, n_docs: int = 300) -> Path:
-    """Corpus -> a 120-token WordPiece vocab -> packed shards of 32 tokens, via the real CLI."""
+def make_data_dir(root: Path, n_docs: int = 300, fixed_vocab: bool = False) -> Path:
+    """Corpus -> a 120-token WordPiece vocab -> packed shards of 32 tokens, via the real CLI.
+
+    `tokenizers`' WordPiece trainer breaks ties differently from run to run (its hash maps are
+    seeded per process), so a trained vocab, and every number downstream of it, varies between
+    runs; `fixed_vocab` uses the committed fixture vocabulary instead, for tests that need the
+    same data every time."""
+    import shutil
+
     write_corpus(root / "corpus.txt", n_docs)
-    train_tokenizer(root / "corpus.txt", root / "tok")
+    if fixed_vocab:
+        (root / "tok").mkdir(parents=True)
+        shutil.copy(Path(__file__).parent / "fixtures" / "infer_vocab.txt", root / "tok" / "vocab.txt")
+    else:
+        train_tokenizer(root / "corpus.txt", root / "tok")
     return prepare_data(root / "corpus.txt", root / "tok", root / "data")

@@ -84,9 +84,10 @@ def test_train_step():
     assert "tiny" in out and "|" in out
 
 
-def test_collator_and_pretrain(tmp_path):
+def test_collator_and_pretrain(mini_shared, tmp_path):
     data = make_data_dir(tmp_path)
-    out = run_bench("collator", "--batch", "4", "--seq-len", "32", "--seconds", "0.05", "--data", str(data))
+    args = ["--batch", "4", "--seq-len", "32", "--seconds", "0.05", "--data", str(data)]
+    out = run_bench("collator", *args, shared=mini_shared)  # its vocab: the shared layout's bert-base-uncased
     assert "|" in out
     out = run_bench("pretrain", "--data", str(data), "--models", "tiny", "--batch-size", "4", "--steps", "2", "--warmup", "1")
     assert "tiny" in out and "|" in out

@@ -134,7 +134,7 @@ def test_electra_from_a_bert_directory_gets_a_fresh_generator(tmp_path):
 
 @pytest.fixture(scope="module")
 def data(tmp_path_factory) -> Path:
-    return make_data_dir(tmp_path_factory.mktemp("electra_data"))
+    return make_data_dir(tmp_path_factory.mktemp("electra_data"), fixed_vocab=True)  # the same data every run
 
 
 def cfg_for(data_dir: Path, out: Path, **kw) -> PretrainConfig:
