@@ -13,6 +13,7 @@ MB/s counts uncompressed input bytes. Prints a Markdown table.
 from __future__ import annotations
 
 import argparse
+import gzip
 import json
 import os
 import subprocess
@@ -109,6 +110,25 @@ def run_mode(mode: str, inputs: list[str], vocab: Path, out: Path, workers: int,
     return {"mode": mode, "wall_s": wall, "summary": summary, "manifest": manifest, **sampled, "log": log}
 
 
+def single_line_file(sources: list[Path], out: Path, mb: float) -> Path:
+    """Up to `mb` MB of the text of `sources` (plain or .gz files, in order) with every newline
+    turned into a space: one line, no repeated text (dedupe would drop repeats)."""
+    want = int(mb * 1e6)
+    written = 0
+    with open(out, "w", encoding="utf-8") as f:
+        for src in sources:
+            opener = gzip.open if src.suffix == ".gz" else open
+            with opener(src, "rt", encoding="utf-8", errors="replace") as g:
+                text = " ".join(g.read().split())
+            piece = text.encode("utf-8")[: want - written].decode("utf-8", errors="ignore")
+            f.write(piece + " ")
+            written += len(piece.encode("utf-8")) + 1
+            if written >= want:
+                break
+        f.write("\n")
+    return out
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--data", type=Path, default=SHARED)
@@ -116,6 +136,12 @@ def main() -> None:
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--seq-len", type=int, default=128)
     ap.add_argument("--modes", nargs="+", default=["packed", "nsp"], choices=["packed", "nsp"])
+    ap.add_argument(
+        "--single-line-mb",
+        type=float,
+        default=0,
+        help="also time packed mode on one file of this many MB on a single line (the corpus' text joined)",
+    )
     args = ap.parse_args()
     text = args.data / "text"
     if not text.is_dir():
@@ -148,6 +174,16 @@ def main() -> None:
             f"{m['corpus_tokens'] / r['wall_s']:,.0f} | {m['corpus_tokens']:,} | {m['num_train']:,} | "
             f"{m['num_val']:,} | {m['splits']['train']['mean_length']} | {s['peak_rss_main_mb']:.0f} | "
             f"{s['peak_rss_worker_mb']:.0f} | {r['tree_peak_mb']:.0f} |"
+        )
+    if args.single_line_mb:
+        books = sorted(p for p in (text / "gutenberg").rglob("*") if p.is_file())
+        line = single_line_file(books, root / "one-line.txt", args.single_line_mb)
+        r = run_mode("packed", [str(line)], vocab, root / "en-one-line", args.workers, args.seq_len)
+        s, m = r["summary"], r["manifest"]
+        print(
+            f"\nOne line of {s['input_bytes'] / 1e6:.0f} MB (`--format lines`'s worst case; cut into documents of "
+            f"--max-doc-chars): {r['wall_s']:.1f} s, {s['input_bytes'] / 1e6 / r['wall_s']:.2f} MB/s, "
+            f"{m['num_train']:,} train sequences, peak RSS of the process tree {r['tree_peak_mb']:.0f} MB"
         )
     reader = rows[0]["summary"]["reader_summary"]
     print(f"\nreader: {reader}")

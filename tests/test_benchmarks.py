@@ -100,8 +100,9 @@ def test_serve_load():
 
 
 def test_shared_data_benchmarks(mini_shared, tmp_path):
-    out = run_bench("prepare", "--data", str(mini_shared), "--workers", "1", "--seq-len", "32", "--modes", "packed")
-    assert "| packed |" in out
+    args = ["--data", str(mini_shared), "--workers", "1", "--seq-len", "32", "--modes", "packed", "--single-line-mb", "0.05"]
+    out = run_bench("prepare", *args)
+    assert "| packed |" in out and "One line of" in out
     out = run_bench("tokenizer_train", "--vocab-size", "300", shared=mini_shared)
     assert "tokens per word" in out
     out = run_bench(
