@@ -467,15 +467,19 @@ def test_from_transformers_saved_directory(tmp_path):
     assert m["best"]["scores"]["dev"]["accuracy"] >= 0.95 and m["labels"] == ["0", "1"]
 
 
-def test_max_time_and_caps(tmp_path):
-    """--max-train-examples caps the data; --max-time stops early and still saves + evaluates."""
-    rng = random.Random(6)
-    vocab = write_vocab(tmp_path)
-    data = tmp_path / "d"
+def write_random_sst2(data: Path, rng: random.Random, n_train: int = 200, n_dev: int = 30) -> Path:
+    """SST-2-layout train/dev TSVs of random sentences with random labels (nothing to learn)."""
     data.mkdir()
-    for split, n in (("train", 200), ("dev", 30)):
+    for split, n in (("train", n_train), ("dev", n_dev)):
         lines = ["sentence\tlabel"] + [f"{' '.join(sentence(rng))}\t{rng.randrange(2)}" for _ in range(n)]
         (data / f"{split}.tsv").write_text("\n".join(lines) + "\n")
+    return data
+
+
+def test_max_time_and_caps(tmp_path):
+    """--max-train-examples caps the data; --max-time stops early and still saves + evaluates."""
+    vocab = write_vocab(tmp_path)
+    data = write_random_sst2(tmp_path / "d", random.Random(6), n_dev=30)
     out = tmp_path / "out"
     run(
         [
@@ -677,13 +681,8 @@ def test_rotary_model_with_mean_pooling_and_dropout(tmp_path):
 def test_nan_loss_stops_with_one_error_line_and_no_finished_model(tmp_path, capsys):
     """The core's NaN guard in fine-tuning: non-finite steps are skipped, a streak of them is
     one `error:` line (exit 2), and the directory is never marked a finished model."""
-    rng = random.Random(7)
     vocab = write_vocab(tmp_path)
-    data = tmp_path / "d"
-    data.mkdir()
-    for split, n in (("train", 200), ("dev", 20)):
-        lines = ["sentence\tlabel"] + [f"{' '.join(sentence(rng))}\t{rng.randrange(2)}" for _ in range(n)]
-        (data / f"{split}.tsv").write_text("\n".join(lines) + "\n")
+    data = write_random_sst2(tmp_path / "d", random.Random(7), n_dev=20)
     out = tmp_path / "out"
     flags = [*TINY[:-6], "--threads", "1", "--lr", "1e30", "--warmup-ratio", "0"]
     argv = ["finetune", "--task", "sst2", "--data", str(data), "--tokenizer", str(vocab), "--out", str(out), *flags]
