@@ -241,13 +241,14 @@ def prepare_task_text(cfg: ExperimentConfig, task: str, tokenizer_dir: Path, out
     from clozeformer.data.prepare import PrepareConfig, prepare
     from clozeformer.tasks.common import Problems, unlabeled_text
     from clozeformer.tasks.config import TaskDataConfig
-    from clozeformer.tasks.spec import get_task, resolve_files
+    from clozeformer.tasks.spec import get_task, read_examples, resolve_files
 
     spec = get_task(task, TaskDataConfig())
     path = resolve_files(spec, [str(task_dir(cfg, task))], ("train",))["train"]
     out.mkdir(parents=True, exist_ok=True)
     text = out / "text.txt"
-    atomic_write_text(text, "".join(line + "\n" for line in unlabeled_text(spec.read(path, Problems(), None))))
+    examples = read_examples(spec, path, Problems(), None)
+    atomic_write_text(text, "".join(line + "\n" for line in unlabeled_text(examples)))
     prepare(
         PrepareConfig(
             input=[str(text)],
