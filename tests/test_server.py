@@ -438,3 +438,29 @@ def test_classification_qa_and_ner_in_the_clients_shapes(dirs):
                 ours = client.post("/ner", json=body).json()["results"][0]["entities"]
                 assert [(p.entity_group, p.word, p.start) for p in parsed] == [(e["type"], e["text"], e["start"]) for e in ours]
             assert client.post(f"/hf/{tag}", json={"text": "no inputs"}).status_code == 422
+
+
+def test_slow_clients_are_cut_off_and_do_not_block_others(dirs):
+    """A flood of clients that send headers and then trickle their bodies (slowloris): each gets
+    408 after --body-timeout, and an ordinary request meanwhile is answered at once."""
+    import socket
+
+    s = ServerProcess(dirs["mlm"], "--body-timeout", "1.5")
+    try:
+        host, port = s.url.removeprefix("http://").split(":")
+        slow = []
+        for _ in range(30):
+            c = socket.create_connection((host, int(port)), timeout=10)
+            c.sendall(b"POST /embed HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{")
+            slow.append(c)
+        t0 = time.time()
+        ok = httpx.post(s.url + "/embed", json={"inputs": "good movie"}, timeout=10)
+        assert ok.status_code == 200 and time.time() - t0 < 1.0
+        for c in slow:
+            answer = c.recv(4096).decode()
+            assert answer.startswith("HTTP/1.1 408") and "longer than 1.5 s" in answer
+            c.close()
+        assert time.time() - t0 < 10
+    finally:
+        assert s.stop() in (0, -signal.SIGTERM)
+    assert "Traceback" not in "".join(s.stderr)

@@ -111,6 +111,9 @@ class ServeConfig:
         metadata={"help": "open connections and in-flight requests at most; more are answered 503 (uvicorn limit_concurrency)"},
     )
     keep_alive_timeout: float = field(default=5.0, metadata={"help": "seconds an idle keep-alive connection stays open"})
+    body_timeout: float = field(
+        default=30.0, metadata={"help": "seconds a client may take to send a request body (slower: 408, connection freed)"}
+    )
     log_level: Literal["critical", "error", "warning", "info", "debug"] = field(
         default="info", metadata={"help": "uvicorn log level"}
     )
@@ -121,6 +124,8 @@ class ServeConfig:
         for name in ("batch_size", "max_items", "max_chars", "max_body_bytes", "top_k", "max_connections"):
             if getattr(self, name) < 1:
                 raise ClozeformerError(f"--{name.replace('_', '-')} must be >= 1, got {getattr(self, name)}")
+        if self.body_timeout <= 0:
+            raise ClozeformerError(f"--body-timeout must be > 0 seconds, got {self.body_timeout}")
         if self.keep_alive_timeout <= 0:
             raise ClozeformerError(f"--keep-alive-timeout must be > 0 seconds, got {self.keep_alive_timeout}")
         if self.max_wait_ms < 0:
@@ -401,7 +406,21 @@ def create_app(pipes: dict[str, Any], cfg: ServeConfig, info: dict | None = None
         declared = request.headers.get("content-length")
         if declared is not None and declared.isdigit() and int(declared) > cfg.max_body_bytes:
             raise HTTPError(413, f"request body of {declared} bytes; the limit is {cfg.max_body_bytes}")
-        raw = await request.body()
+        chunks: list[bytes] = []
+
+        async def receive() -> None:
+            size = 0
+            async for chunk in request.stream():
+                size += len(chunk)
+                if size > cfg.max_body_bytes:  # a body without content-length is cut off as it grows
+                    raise HTTPError(413, f"request body over {cfg.max_body_bytes} bytes; the limit is {cfg.max_body_bytes}")
+                chunks.append(chunk)
+
+        try:  # a slow (or slowloris) client cannot hold a connection slot for longer than this
+            await asyncio.wait_for(receive(), cfg.body_timeout)
+        except asyncio.TimeoutError:
+            raise HTTPError(408, f"the request body took longer than {cfg.body_timeout:g} s to arrive") from None
+        raw = b"".join(chunks)
         if len(raw) > cfg.max_body_bytes:
             raise HTTPError(413, f"request body of {len(raw)} bytes; the limit is {cfg.max_body_bytes}")
         return parse_body(raw)
