@@ -97,7 +97,7 @@ def test_every_verb_family_takes_a_hub_id(offline_hub, tmp_path, capsys, infer_t
     assert cli_main(["info", REPO]) == 0
     assert "BertForMaskedLM" in capsys.readouterr().out
     assert cli_main(["fill-mask", "--model", REPO, "--json", "--top-k", "2", "the cat sat on the [MASK] ."]) == 0
-    assert len(json.loads(capsys.readouterr().out.strip().splitlines()[-1])) == 2
+    assert len(json.loads(capsys.readouterr().out.strip().splitlines()[-1])["masks"][0]["candidates"]) == 2
     # finetune (a classification head on the Hub model), then predict from the result
     glue = tmp_path / "SST-2"
     glue.mkdir()
@@ -115,7 +115,7 @@ def test_every_verb_family_takes_a_hub_id(offline_hub, tmp_path, capsys, infer_t
 
     pytest.importorskip("fastapi")
     pipes = build_pipelines(ServeConfig(model=REPO, tasks=["fill-mask"], threads=1))
-    assert pipes["fill-mask"]("a [MASK] .")[0][0]["token"] in infer_tok.vocab
+    assert pipes["fill-mask"]("a [MASK] .")["masks"][0]["candidates"][0]["token"] in infer_tok.vocab
     # pretrain --init-from a Hub id, on data prepared with its tokenizer
     corpus = tmp_path / "corpus.txt"
     write_corpus(corpus, 60)

@@ -332,7 +332,16 @@ def test_cli_rejects_a_busy_port(dirs, capsys):
 # ----------------------------------------------------------------------------- the APIs clients already speak
 
 
-def test_hf_inference_api_openai_tei_and_metrics_with_real_clients(server, dirs):
+@pytest.fixture
+def local_clients(monkeypatch):
+    """The suite runs with HF_HUB_OFFLINE=1, which makes huggingface_hub refuse every request; its
+    client may talk to the server on 127.0.0.1 here (nothing else is contacted)."""
+    import huggingface_hub.constants
+
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", False)
+
+
+def test_hf_inference_api_openai_tei_and_metrics_with_real_clients(server, dirs, local_clients):
     """huggingface_hub.InferenceClient and the official openai client talk to `serve` unchanged;
     TEI's /embed answers its shape; /metrics is Prometheus text that counts what was served."""
     from huggingface_hub import InferenceClient
@@ -382,7 +391,7 @@ def test_hf_inference_api_openai_tei_and_metrics_with_real_clients(server, dirs)
     assert ("clozeformer_in_flight", (("task", "fill-mask"),)) in samples
 
 
-def test_classification_qa_and_ner_in_the_clients_shapes(dirs):
+def test_classification_qa_and_ner_in_the_clients_shapes(dirs, local_clients):
     """text-classification through InferenceClient and TEI's /predict and /rerank on a classifier;
     QA and NER answers parsed by huggingface_hub's own output types."""
     from fastapi.testclient import TestClient
@@ -399,8 +408,12 @@ def test_classification_qa_and_ner_in_the_clients_shapes(dirs):
         ours = httpx.post(s.url + "/classify", json={"inputs": "a gripping film"}).json()["results"][0]["scores"]
         got = InferenceClient(model=s.url + "/hf/text-classification").text_classification("a gripping film")
         assert {g.label: g.score for g in got} == pytest.approx(ours, abs=1e-6)
-        pred = httpx.post(s.url + "/tei/predict", json={"inputs": ["a gripping film", "dull"]}).json()
-        assert len(pred) == 2 and {p["label"] for p in pred[0]} == {"neg", "pos"}
+        pred = httpx.post(s.url + "/tei/predict", json={"inputs": ["a gripping film", "dull", "the cat sat"]}).json()
+        assert len(pred) == 3 and {p["label"] for p in pred[0]} == {"neg", "pos"}
+        # as in TEI, two strings are one pair, not a batch of two
+        pair = httpx.post(s.url + "/tei/predict", json={"inputs": ["film", "a gripping film"]}).json()
+        want = httpx.post(s.url + "/classify", json={"inputs": [["film", "a gripping film"]]}).json()["results"][0]["scores"]
+        assert {p["label"]: p["score"] for p in pair} == pytest.approx(want, abs=1e-6)
         texts = ["a gripping film", "dull", "the cat sat"]
         ranked = httpx.post(s.url + "/tei/rerank", json={"query": "film", "texts": texts, "return_text": True}).json()
         pos = [
@@ -457,8 +470,17 @@ def test_slow_clients_are_cut_off_and_do_not_block_others(dirs):
         ok = httpx.post(s.url + "/embed", json={"inputs": "good movie"}, timeout=10)
         assert ok.status_code == 200 and time.time() - t0 < 1.0
         for c in slow:
-            answer = c.recv(4096).decode()
-            assert answer.startswith("HTTP/1.1 408") and "longer than 1.5 s" in answer
+            answer = b""
+            while True:  # the head, then as many body bytes as it announces
+                head, _, body = answer.partition(b"\r\n\r\n")
+                length = re.search(rb"content-length: (\d+)", head)
+                if length and len(body) >= int(length.group(1)):
+                    break
+                chunk = c.recv(4096)
+                if not chunk:
+                    break
+                answer += chunk
+            assert answer.startswith(b"HTTP/1.1 408") and b"longer than 1.5 s" in answer
             c.close()
         assert time.time() - t0 < 10
     finally:

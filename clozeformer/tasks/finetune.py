@@ -284,7 +284,6 @@ def finetune(cfg: FinetuneConfig) -> dict:
     """Fine-tune per `cfg`; returns the metrics dict also written to OUT/metrics.json."""
     from clozeformer.io import atomic_write_json, atomic_write_text
 
-    cfg.validate()
     spec = get_task(cfg.task, cfg)
     if not cfg.model:
         raise ClozeformerError("--model is required: an HF-format BERT directory or a preset (tiny, mini, ...)")

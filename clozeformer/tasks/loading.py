@@ -199,7 +199,6 @@ class Session:
 
     @classmethod
     def open(cls, cfg: TaskDataConfig, labeled: bool | None, default_out: str, config_name: str) -> Session:
-        cfg.validate()
         spec, runner, model, device = load_finetuned(cfg, cfg.model)
         problems = Problems(skip_bad_rows=cfg.skip_bad_rows)
         splits = read_splits(spec, cfg, runner, cfg.split, labeled, problems)
