@@ -258,6 +258,7 @@ def prepare_task_text(cfg: ExperimentConfig, task: str, tokenizer_dir: Path, out
             seq_len=TAPT_SEQ_LEN,
             format="lines",
             min_doc_chars=0,
+            dedupe=False,  # the task's text as it is: a repeated example is the task's distribution
             val_fraction=0.02,
             workers=0,
             progress=False,

@@ -100,6 +100,15 @@ def test_experiment_runs_and_reports(corpus_data, tmp_path, name, data):
 def test_task_adaptive_pretraining_arms(corpus_data, tmp_path):
     """--tapt-steps: the pretrained and the random model each continue the masked LM on the task's
     own training text (labels unused) before fine-tuning; four arms, one TAPT model per task."""
+    import random
+
+    rng = random.Random(0)  # 400 varied sentences: enough text for a held-out TAPT sequence
+    words = [("the", "a"), ("cat", "dog", "bird"), ("likes", "hears", "sees"), ("the", "a"), ("red", "green"), ("ball", "tree")]
+    rows = [(" ".join(rng.choice(w) for w in words) + " .", rng.randint(0, 1)) for _ in range(400)]
+    glue = tmp_path / "glue" / "SST-2"
+    glue.mkdir(parents=True)
+    for split in ("train", "dev"):
+        (glue / f"{split}.tsv").write_text("sentence\tlabel\n" + "".join(f"{s}\t{y}\n" for s, y in rows))
     out = tmp_path / "tapt"
     argv = [
         "experiment",
@@ -107,7 +116,7 @@ def test_task_adaptive_pretraining_arms(corpus_data, tmp_path):
         "--data",
         str(corpus_data["packed"]),
         "--tasks-data",
-        str(corpus_data["glue"]),
+        str(glue.parent),
         "--tasks",
         "sst2",
         "--model",
@@ -125,7 +134,7 @@ def test_task_adaptive_pretraining_arms(corpus_data, tmp_path):
         "--seeds",
         "1",
         "--batch-size",
-        "8",
+        "2",
         "--out",
         str(out),
     ]
@@ -133,7 +142,7 @@ def test_task_adaptive_pretraining_arms(corpus_data, tmp_path):
     result = json.loads((out / "results.json").read_text())
     assert list(result["scores"]) == ["pretrained", "scratch", "pretrained+tapt", "scratch+tapt"]
     text = (out / "tapt" / "sst2" / "text.txt").read_text().splitlines()
-    assert text[:2] == ["the cat likes the red ball .", "the dog hears a green tree ."] and len(text) == 48
+    assert text == [s for s, _ in rows]  # every training example's text, in order, labels gone
     for arm, start in (("pretrained", out / "pretrain"), ("scratch", out / "random-init")):
         info = result["tapt"][f"{arm}+tapt"]["sst2"]
         assert info["steps"] == 3 and 0.0 <= info["val"]["val_mlm_acc"] <= 1.0
