@@ -39,6 +39,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "ner": ("clozeformer.infer.ner", "named entities with types, scores and character spans"),
     "serve": ("clozeformer.infer.server", "HTTP server for the model's tasks (FastAPI, micro-batching)"),
     "export": ("clozeformer.infer.onnx_export", "export a model directory to ONNX and check it against PyTorch"),
+    "push": ("clozeformer.hub", "upload a model directory to the Hugging Face Hub, with its model card"),
 }
 
 

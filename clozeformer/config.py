@@ -272,7 +272,9 @@ class BertConfig:
 
     @classmethod
     def from_pretrained(cls, path: str | Path) -> BertConfig:
-        path = Path(path)
+        from clozeformer.hub import model_dir
+
+        path = model_dir(path)
         return cls.from_json_file(path / "config.json" if path.is_dir() else path)
 
     def to_json_string(self) -> str:

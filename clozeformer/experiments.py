@@ -7,6 +7,10 @@
                          asked; by default [CLS] for MLM and the last real token for CLM)
     nsp-ablation         MLM + NSP vs MLM only, equal steps, on the same NSP-prepared data
 
+pretrain-vs-scratch --tapt-steps N adds task-adaptive pretraining (Gururangan et al. 2020): before
+fine-tuning on a task, the pretrained and the random model each continue the masked LM on that
+task's training text (labels unused) for N steps, giving the arms pretrained+tapt and scratch+tapt.
+
 Experiments orchestrate: every arm is the library's `pretrain` and `finetune` (resume, budgets,
 metrics and speed included); this module only chooses the arms and writes the report.
 
@@ -92,6 +96,16 @@ class ExperimentConfig:
     max_train_examples: int | None = field(default=4000, metadata=flag_help("cap on fine-tuning examples per task"))
     max_eval_examples: int | None = field(default=2000, metadata=flag_help("cap on dev examples per task"))
     threads: int | None = field(default=None, metadata=flag_help("torch CPU threads"))
+    tapt_steps: int | None = field(
+        default=None,
+        metadata=flag_help(
+            "pretrain-vs-scratch: task-adaptive pretraining, N masked-LM steps on each task's training text "
+            "(labels unused) from the pretrained and from the random model before fine-tuning (arms "
+            "pretrained+tapt, scratch+tapt)"
+        ),
+    )
+    tapt_lr: float = field(default=5e-4, metadata=flag_help("task-adaptive pretraining: peak learning rate"))
+    tapt_warmup_steps: int = field(default=100, metadata=flag_help("task-adaptive pretraining: warmup steps"))
 
     def __post_init__(self) -> None:
         if self.name not in EXPERIMENTS:
@@ -110,6 +124,13 @@ class ExperimentConfig:
             raise ClozeformerError("--seeds, --budget-minutes, --finetune-minutes and --jobs must be positive")
         if self.budget_steps is not None and self.budget_steps < 1:
             raise ClozeformerError(f"--budget-steps {self.budget_steps}: must be a positive number of steps")
+        if self.tapt_steps is not None:
+            if self.name != "pretrain-vs-scratch":
+                raise ClozeformerError(
+                    f"--tapt-steps: task-adaptive pretraining is an arm of pretrain-vs-scratch, not {self.name}"
+                )
+            if self.tapt_steps < 1 or self.tapt_lr <= 0 or self.tapt_warmup_steps < 0:
+                raise ClozeformerError("--tapt-steps and --tapt-lr must be positive, --tapt-warmup-steps >= 0")
         if self.finetune_pooling not in (None, "cls", "mean", "last"):
             raise ClozeformerError(f"--finetune-pooling {self.finetune_pooling!r}: choose cls, mean or last")
         if self.jobs > 1 and not self.threads:
@@ -208,6 +229,93 @@ def run_pretraining(cfg: ExperimentConfig, out: Path, objective: str, max_steps:
         )
     )
     return Path(summary["checkpoint"]), summary
+
+
+#: Task-adaptive pretraining packs the task's text into sequences of the fine-tuning length.
+TAPT_SEQ_LEN = 128
+
+
+def prepare_task_text(cfg: ExperimentConfig, task: str, tokenizer_dir: Path, out: Path) -> Path:
+    """The task's training text, labels unused (`unlabeled_text`: one example per line), written to
+    OUT/text.txt and prepared with the model's tokenizer into OUT/data (2% held out)."""
+    from clozeformer.data.prepare import PrepareConfig, prepare
+    from clozeformer.tasks.common import Problems, unlabeled_text
+    from clozeformer.tasks.config import TaskDataConfig
+    from clozeformer.tasks.spec import get_task, read_examples, resolve_files
+
+    spec = get_task(task, TaskDataConfig())
+    path = resolve_files(spec, [str(task_dir(cfg, task))], ("train",))["train"]
+    out.mkdir(parents=True, exist_ok=True)
+    text = out / "text.txt"
+    examples = read_examples(spec, path, Problems(), None)
+    atomic_write_text(text, "".join(line + "\n" for line in unlabeled_text(examples)))
+    prepare(
+        PrepareConfig(
+            input=[str(text)],
+            tokenizer=str(tokenizer_dir),
+            out=str(out / "data"),
+            overwrite=True,
+            seq_len=TAPT_SEQ_LEN,
+            format="lines",
+            min_doc_chars=0,
+            dedupe=False,  # the task's text as it is: a repeated example is the task's distribution
+            val_fraction=0.02,
+            workers=0,
+            progress=False,
+        )
+    )
+    return out / "data"
+
+
+def run_tapt(cfg: ExperimentConfig, model_dir: Path, data: Path, out: Path) -> tuple[Path, dict]:
+    """`pretrain --init-from model_dir` on one task's prepared text for --tapt-steps steps."""
+    from clozeformer.train.config import PretrainConfig
+    from clozeformer.train.loop import pretrain
+
+    summary = pretrain(
+        PretrainConfig(
+            data=str(data),
+            out=str(out),
+            init_from=str(model_dir),
+            max_steps=cfg.tapt_steps,
+            batch_size=cfg.batch_size,
+            lr=cfg.tapt_lr,
+            warmup_steps=cfg.tapt_warmup_steps,
+            eval_every=0,
+            eval_batches=50,
+            seed=0,
+            tensorboard=False,
+            keep_last=1,
+            num_threads=cfg.threads,
+            resume=False,
+            progress=cfg.jobs == 1,
+        )
+    )
+    return Path(summary["checkpoint"]), summary
+
+
+def tapt_arms(cfg: ExperimentConfig, variants: dict[str, Path], out: Path) -> tuple[dict[str, dict[str, Path]], dict]:
+    """For each variant V and task: V+tapt, V's weights after --tapt-steps of masked LM on the task's
+    text. Returns ({V+tapt: {task: model dir}}, {V+tapt: {task: what the run measured}})."""
+    data = {task: prepare_task_text(cfg, task, next(iter(variants.values())), out / "tapt" / task) for task in cfg.tasks}
+    jobs = [
+        (f"tapt {v} / {task}", run_tapt, (cfg, model_dir, data[task], out / "tapt" / task / _slug(v)))
+        for v, model_dir in variants.items()
+        for task in cfg.tasks
+    ]
+    results = iter(run_many(cfg, jobs, out))
+    dirs: dict[str, dict[str, Path]] = {}
+    info: dict[str, dict[str, dict]] = {}
+    for v in variants:
+        for task in cfg.tasks:
+            ckpt, summary = next(results)
+            dirs.setdefault(f"{v}+tapt", {})[task] = ckpt
+            info.setdefault(f"{v}+tapt", {})[task] = {
+                "steps": summary["step"],
+                "seconds": summary["elapsed_s"],
+                "val": summary.get("val") or {},
+            }
+    return dirs, info
 
 
 def reused_pretraining(model_dir: Path) -> dict:
@@ -346,6 +454,8 @@ def run(cfg: ExperimentConfig) -> dict:
     if not plots:
         print("note: matplotlib is not installed: results.json and results.md only, no PNGs (pip install 'clozeformer[plot]')")
     pre: dict[str, dict] = {}
+    tapt_info: dict = {}
+    variants: dict[str, Path | dict[str, Path]]
     t0 = time.monotonic()
     steps = cfg.budget_steps
     given = [Path(d) for d in cfg.pretrained]
@@ -362,6 +472,9 @@ def run(cfg: ExperimentConfig) -> dict:
 
         scratch = save_random_init(pretrained, out / "random-init", seed=0)
         variants = {"pretrained": pretrained, "scratch": scratch}
+        if cfg.tapt_steps:
+            tapt, tapt_info = tapt_arms(cfg, variants, out)
+            variants.update(tapt)
     elif cfg.name == "nsp-ablation":
         from clozeformer.data.loader import read_manifest
 
@@ -393,8 +506,9 @@ def run(cfg: ExperimentConfig) -> dict:
     runs, keys = [], []
     for task in cfg.tasks:
         for seed in range(cfg.seeds):
-            for v, model_dir in variants.items():
+            for v, dirs in variants.items():
                 slug = _slug(v)
+                model_dir = dirs if isinstance(dirs, Path) else dirs[task]  # a +tapt arm: one model per task
                 runs.append(
                     (
                         f"{v} / {task} / seed {seed}",
@@ -411,6 +525,7 @@ def run(cfg: ExperimentConfig) -> dict:
         "config": json.loads((out / "experiment_config.json").read_text()),
         "pretraining": {k: {kk: vv for kk, vv in d.items() if kk != "losses"} for k, d in pre.items()},
         "scores": scores,
+        "tapt": tapt_info,
         "minutes": (time.monotonic() - t0) / 60,
     }
     atomic_write_json(out / "results.json", result)
@@ -462,9 +577,29 @@ def results_markdown(cfg: ExperimentConfig, result: dict) -> str:
     for label, tasks in groups:
         avg = [statistics.fmean(statistics.fmean(scores[v][t]) for t in tasks) for v in variants]
         lines.append(f"| **{label}** | " + " | ".join(f"**{a:.3f}**" for a in avg) + " |")
-        if len(avg) == 2:  # the first variant's lead, in points (metric x 100)
-            lines.append(f"| {label}: {variants[0]} - {variants[1]} | {100 * (avg[0] - avg[1]):+.1f} points | |")
+        # each variant's lead over the baseline (scratch; else the last variant), in points (metric x 100)
+        base = variants.index("scratch") if "scratch" in variants else len(variants) - 1
+        for i, v in enumerate(variants):
+            if i != base:
+                pad = " |" * (len(variants) - 1)
+                lines.append(f"| {label}: {v} - {variants[base]} | {100 * (avg[i] - avg[base]):+.1f} points{pad}")
     lines += ["", "Pretraining: " + "; ".join(_pretraining_summary(k, d) for k, d in result["pretraining"].items()), ""]
+    if result.get("tapt"):
+        lines += [
+            f"Task-adaptive pretraining: {cfg.tapt_steps} steps of {cfg.batch_size} x {TAPT_SEQ_LEN} tokens of each "
+            f"task's training text, lr {cfg.tapt_lr:g}, {cfg.tapt_warmup_steps} warmup steps; val MLM accuracy on "
+            "its held-out 2%:",
+            "",
+            "| task | " + " | ".join(result["tapt"]) + " |",
+            "|---|" + "---|" * len(result["tapt"]),
+        ]
+        for task in cfg.tasks:
+            cells = []
+            for info in result["tapt"].values():
+                acc, mins = info[task]["val"].get("val_mlm_acc"), info[task]["seconds"] / 60
+                cells.append(("n/a" if acc is None else f"{acc:.3f}") + f" ({mins:.1f} min)")
+            lines.append(f"| {task} | " + " | ".join(cells) + " |")
+        lines.append("")
     return "\n".join(lines)
 
 

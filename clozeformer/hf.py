@@ -166,9 +166,9 @@ def load_pretrained(cls, path, config: BertConfig | None = None, strict_heads: b
     """Build `cls` from an HF-format directory. `config_overrides` (e.g. num_labels, id2label)
     change the saved config before the model is built; a task head whose shape then differs from
     the checkpoint's is initialised fresh (and reported) only when the override asked for it."""
-    directory = Path(path)
-    if not directory.exists():
-        raise ClozeformerError(f"{directory}: no such model directory")
+    from clozeformer.hub import model_dir
+
+    directory = model_dir(path)
     if not directory.is_dir():
         raise ClozeformerError(f"{directory}: expected a model directory (config.json + weights)")
     check_complete(directory)

@@ -8,18 +8,19 @@ that were new or unused. Exit status 2 with one line when the directory is not l
 from __future__ import annotations
 
 import argparse
-from pathlib import Path
+
+from clozeformer.hub import model_dir
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("model", help="an HF-format BERT directory (config.json + model.safetensors)")
+    parser.add_argument("model", help="an HF-format BERT directory (config.json + model.safetensors) or a Hub model id")
 
 
 def main(args: argparse.Namespace) -> int:
     from clozeformer.config import BertConfig
     from clozeformer.model import MODEL_CLASSES, BertModel
 
-    directory = Path(args.model)
+    directory = model_dir(args.model)
     cfg = BertConfig.from_pretrained(directory) if (directory / "config.json").is_file() else None
     arch = (cfg.extra.get("architectures") or ["BertModel"])[0] if cfg else "BertModel"
     cls = MODEL_CLASSES.get(arch, BertModel)

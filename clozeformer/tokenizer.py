@@ -178,16 +178,22 @@ class Tokenizer:
     # ---------------------------------------------------------------- loading / saving
     @classmethod
     def from_pretrained(cls, path: str | Path) -> Tokenizer:
-        """Load a directory holding `vocab.txt` (+ optional `tokenizer_config.json`), or a vocab file.
+        """Load a directory holding `vocab.txt` (+ optional `tokenizer_config.json`), a vocab file, a
+        directory with only the `tokenizers` library's `tokenizer.json` (as many Hub models ship), or
+        a Hub model id.
 
         Casing comes from `tokenizer_config.json` (`do_lower_case`) when present; otherwise it is
         inferred from the vocab (no uppercase tokens -> uncased) and a line says so.
         """
-        path = Path(path)
+        from clozeformer.hub import model_dir
+
+        path = model_dir(path, "tokenizer")
         if path.is_dir():
             vocab_file, config_file = path / "vocab.txt", path / "tokenizer_config.json"
             if not vocab_file.is_file():
-                raise ClozeformerError(f"{path}: no vocab.txt in this directory")
+                if (path / "tokenizer.json").is_file():
+                    return cls.from_tokenizer_json(path / "tokenizer.json")
+                raise ClozeformerError(f"{path}: no vocab.txt or tokenizer.json in this directory")
         elif path.is_file():
             vocab_file, config_file = path, path.parent / "tokenizer_config.json"
         else:
@@ -219,6 +225,34 @@ class Tokenizer:
             tokenize_chinese_chars=bool(cfg.get("tokenize_chinese_chars", True)),
             strip_accents=cfg.get("strip_accents"),
             model_max_length=max_len,
+        )
+
+    @classmethod
+    def from_tokenizer_json(cls, path: Path) -> Tokenizer:
+        """A BERT WordPiece `tokenizer.json` (the `tokenizers` library's format): its vocabulary and
+        the casing, accent and CJK settings of its BertNormalizer, so ids equal transformers'
+        `AutoTokenizer` on the same directory."""
+        spec = read_json_object(path)
+        model = spec.get("model") if isinstance(spec.get("model"), dict) else {}
+        if model.get("type") != "WordPiece":
+            raise ClozeformerError(f"{path}: a {model.get('type')!r} tokenizer; clozeformer reads BERT's WordPiece")
+        if model.get("continuing_subword_prefix", CONTINUATION_PREFIX) != CONTINUATION_PREFIX:
+            raise ClozeformerError(f"{path}: continuing_subword_prefix {model['continuing_subword_prefix']!r}; BERT uses ##")
+        vocab = model.get("vocab")
+        if not isinstance(vocab, dict) or sorted(vocab.values()) != list(range(len(vocab))):
+            raise ClozeformerError(f"{path}: model.vocab is not a token -> id map with ids 0..N-1")
+        tokens = sorted(vocab, key=vocab.__getitem__)
+        norm = spec.get("normalizer") if isinstance(spec.get("normalizer"), dict) else {}
+        if norm.get("type") != "BertNormalizer":
+            raise ClozeformerError(f"{path}: normalizer {norm.get('type')!r}; clozeformer reads BERT's BertNormalizer")
+        cfg = read_json_object(path.parent / "tokenizer_config.json") if (path.parent / "tokenizer_config.json").is_file() else {}
+        max_len = cfg.get("model_max_length", 512)
+        return cls(
+            tokens,
+            do_lower_case=bool(norm.get("lowercase", True)),
+            tokenize_chinese_chars=bool(norm.get("handle_chinese_chars", True)),
+            strip_accents=norm.get("strip_accents"),
+            model_max_length=max_len if isinstance(max_len, int) and max_len <= 10**6 else 512,
         )
 
     def config(self) -> dict:

@@ -96,6 +96,65 @@ def test_experiment_runs_and_reports(corpus_data, tmp_path, name, data):
     shutil.rmtree(out)
 
 
+@pytest.mark.slow
+def test_task_adaptive_pretraining_arms(corpus_data, tmp_path):
+    """--tapt-steps: the pretrained and the random model each continue the masked LM on the task's
+    own training text (labels unused) before fine-tuning; four arms, one TAPT model per task."""
+    import random
+
+    rng = random.Random(0)  # 400 varied sentences: enough text for a held-out TAPT sequence
+    words = [("the", "a"), ("cat", "dog", "bird"), ("likes", "hears", "sees"), ("the", "a"), ("red", "green"), ("ball", "tree")]
+    rows = [(" ".join(rng.choice(w) for w in words) + " .", rng.randint(0, 1)) for _ in range(400)]
+    glue = tmp_path / "glue" / "SST-2"
+    glue.mkdir(parents=True)
+    for split in ("train", "dev"):
+        (glue / f"{split}.tsv").write_text("sentence\tlabel\n" + "".join(f"{s}\t{y}\n" for s, y in rows))
+    out = tmp_path / "tapt"
+    argv = [
+        "experiment",
+        "pretrain-vs-scratch",
+        "--data",
+        str(corpus_data["packed"]),
+        "--tasks-data",
+        str(glue.parent),
+        "--tasks",
+        "sst2",
+        "--model",
+        "tiny",
+        "--budget-steps",
+        "4",
+        "--tapt-steps",
+        "3",
+        "--tapt-warmup-steps",
+        "1",
+        "--finetune-minutes",
+        "0.05",
+        "--finetune-epochs",
+        "1",
+        "--seeds",
+        "1",
+        "--batch-size",
+        "2",
+        "--out",
+        str(out),
+    ]
+    assert cli_main(argv) == 0
+    result = json.loads((out / "results.json").read_text())
+    assert list(result["scores"]) == ["pretrained", "scratch", "pretrained+tapt", "scratch+tapt"]
+    text = (out / "tapt" / "sst2" / "text.txt").read_text().splitlines()
+    assert text == [s for s, _ in rows]  # every training example's text, in order, labels gone
+    for arm, start in (("pretrained", out / "pretrain"), ("scratch", out / "random-init")):
+        info = result["tapt"][f"{arm}+tapt"]["sst2"]
+        assert info["steps"] == 3 and 0.0 <= info["val"]["val_mlm_acc"] <= 1.0
+        run = out / "tapt" / "sst2" / arm
+        saved = json.loads((run / "pretrain_config.json").read_text())
+        assert saved["max_steps"] == 3 and saved["lr"] == 5e-4 and Path(saved["init_from"]).is_relative_to(start)
+        assert next((run / "checkpoints").iterdir()).name == "step-000003"
+    md = (out / "results.md").read_text()
+    assert "| average: pretrained+tapt - scratch |" in md and "Task-adaptive pretraining: 3 steps" in md
+    shutil.rmtree(out)
+
+
 def test_experiment_errors_are_one_line(corpus_data, tmp_path, capsys):
     assert (
         cli_main(
@@ -120,6 +179,9 @@ def test_experiment_errors_are_one_line(corpus_data, tmp_path, capsys):
         == 2
     )
     assert "not a directory of GLUE-style tasks" in capsys.readouterr().err
+    argv = ["experiment", "mlm-vs-clm", "--data", str(corpus_data["packed"]), "--tasks-data", str(corpus_data["glue"])]
+    assert cli_main([*argv, "--tapt-steps", "10"]) == 2
+    assert "--tapt-steps: task-adaptive pretraining is an arm of pretrain-vs-scratch" in capsys.readouterr().err
 
 
 @pytest.mark.slow

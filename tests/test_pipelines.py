@@ -246,7 +246,7 @@ def test_classify_bad_inputs(dirs):
 def test_embed_pooling_normalisation_and_batching(dirs, infer_tok):
     texts = ["good movie", "the cat sat on the mat", "我昨天去了商店", "john"]
     model = BertModel.from_pretrained(dirs["base"]).eval()
-    for pooling in ("cls", "mean"):
+    for pooling in ("cls", "mean", "max"):
         pipe = pipeline("embed", dirs["base"], pooling=pooling, batch_size=2)
         vecs = pipe.embed(texts)
         assert vecs.shape == (4, 128) and vecs.dtype == np.float32
@@ -254,13 +254,39 @@ def test_embed_pooling_normalisation_and_batching(dirs, infer_tok):
         for text, v in zip(texts, vecs):
             with torch.no_grad():
                 h = model(torch.tensor([infer_tok.encode(text).input_ids])).last_hidden_state[0]  # (T, H)
-            want = h[0] if pooling == "cls" else h.mean(0)
+            want = {"cls": h[0], "mean": h.mean(0), "max": h.amax(0)}[pooling]
             np.testing.assert_allclose(v, (want / want.norm()).numpy(), atol=1e-5)
         single = pipe(texts[1])
         np.testing.assert_allclose(single["embedding"], vecs[1], atol=1e-6)
         assert json.loads(json.dumps(pipe.to_json(single)))["embedding"][0] == pytest.approx(float(vecs[1][0]), abs=1e-6)
     # any head class embeds with its encoder
     assert pipeline("embed", dirs["cls"]).embed(["good"]).shape == (1, 128)
+
+
+def test_embed_uses_a_sentence_transformers_directorys_pooling(dirs, tmp_path):
+    """modules.json + 1_Pooling/config.json (sentence-transformers' layout) choose the pooling."""
+    import shutil
+
+    st = tmp_path / "st"
+    shutil.copytree(dirs["base"], st)
+    modules = [
+        {"idx": 0, "name": "0", "path": "", "type": "sentence_transformers.models.Transformer"},
+        {"idx": 1, "name": "1", "path": "1_Pooling", "type": "sentence_transformers.models.Pooling"},
+    ]
+    (st / "modules.json").write_text(json.dumps(modules))
+    (st / "1_Pooling").mkdir()
+    modes = {"pooling_mode_cls_token": False, "pooling_mode_mean_tokens": True, "pooling_mode_max_tokens": False}
+    (st / "1_Pooling" / "config.json").write_text(json.dumps({"word_embedding_dimension": 128, **modes}))
+    texts = ["good movie", "the cat sat on the mat"]
+    pipe = pipeline("embed", st)
+    assert pipe.pooling == "mean"
+    np.testing.assert_allclose(pipe.embed(texts), pipeline("embed", dirs["base"], pooling="mean").embed(texts), atol=1e-6)
+    assert pipeline("embed", st, pooling="cls").pooling == "cls"  # an explicit choice wins
+    assert pipeline("embed", dirs["base"]).pooling == "cls"  # no sentence-transformers files: [CLS]
+    modes["pooling_mode_mean_sqrt_len_tokens"] = True
+    (st / "1_Pooling" / "config.json").write_text(json.dumps(modes))
+    with pytest.raises(ClozeformerError, match="pooling mean, pooling_mode_mean_sqrt_len_tokens"):
+        pipeline("embed", st)
 
 
 def test_index_build_save_load_search(dirs, tmp_path):

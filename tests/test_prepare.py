@@ -313,7 +313,7 @@ def test_cli_prepare_and_flags(env, capsys):
         ("short", ["--input", "{tmp}/short.txt", "--min-doc-chars", "1000"], "no documents left after reading and filtering"),
         ("short", ["--input", "{tmp}/short.txt", "--dupe-factor", "3"], "--dupe-factor only makes sense with --static-masking"),
         ("short", ["--input", "{tmp}/short.txt", "--val-fraction", "1.5"], "--val-fraction 1.5"),
-        ("short", ["--input", "{tmp}/short.txt", "--tokenizer", "{tmp}"], "no vocab.txt in this directory"),
+        ("short", ["--input", "{tmp}/short.txt", "--tokenizer", "{tmp}"], "no vocab.txt or tokenizer.json in this directory"),
     ],
 )
 def test_cli_bad_input(env, tmp_path, capsys, setup, args, message):

@@ -15,6 +15,7 @@ import threading
 import time
 from pathlib import Path
 
+import numpy as np
 import pytest
 import torch
 
@@ -326,3 +327,162 @@ def test_cli_rejects_a_busy_port(dirs, capsys):
         port = busy.getsockname()[1]
         assert cli_main(["serve", "--model", str(dirs["cls"]), "--port", str(port)]) == 2
     assert f"cannot listen on 127.0.0.1:{port}" in capsys.readouterr().err
+
+
+# ----------------------------------------------------------------------------- the APIs clients already speak
+
+
+@pytest.fixture
+def local_clients(monkeypatch):
+    """The suite runs with HF_HUB_OFFLINE=1, which makes huggingface_hub refuse every request; its
+    client may talk to the server on 127.0.0.1 here (nothing else is contacted)."""
+    import huggingface_hub.constants
+
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", False)
+
+
+def test_hf_inference_api_openai_tei_and_metrics_with_real_clients(server, dirs, local_clients):
+    """huggingface_hub.InferenceClient and the official openai client talk to `serve` unchanged;
+    TEI's /embed answers its shape; /metrics is Prometheus text that counts what was served."""
+    from huggingface_hub import InferenceClient
+
+    openai = pytest.importorskip("openai")
+    parser = pytest.importorskip("prometheus_client.parser")
+    text = "the cat sat on the [MASK] ."
+    ours = httpx.post(server.url + "/fill-mask", json={"inputs": text}).json()["results"][0]["masks"][0]["candidates"]
+    got = InferenceClient(model=server.url + "/hf/fill-mask").fill_mask(text)
+    assert [g.token for g in got] == [c["token_id"] for c in ours]
+    assert [g.score for g in got] == pytest.approx([c["score"] for c in ours], abs=1e-6)
+    assert got[0].sequence == text.replace("[MASK]", got[0].token_str)
+    assert len(InferenceClient(model=server.url + "/hf/fill-mask").fill_mask(text, top_k=2)) == 2
+
+    texts = ["good movie", "the cat sat on the mat"]
+    want = np.array([r["embedding"] for r in httpx.post(server.url + "/embed", json={"inputs": texts}).json()["results"]])
+    vec = InferenceClient(model=server.url + "/hf/feature-extraction").feature_extraction(texts[0])
+    np.testing.assert_allclose(np.asarray(vec).reshape(-1), want[0], atol=1e-5)
+
+    client = openai.OpenAI(base_url=server.url + "/v1", api_key="unused", max_retries=0)
+    emb = client.embeddings.create(input=texts, model="tiny")  # the client asks for base64 by default
+    np.testing.assert_allclose(np.array([d.embedding for d in emb.data]), want, atol=1e-5)
+    assert emb.usage.prompt_tokens == sum(len(t.split()) + 2 for t in texts)
+    assert [m.id for m in client.models.list().data] == [str(dirs["mlm"].resolve())]
+    floats = client.embeddings.create(input="good movie", model="tiny", encoding_format="float")
+    np.testing.assert_allclose(floats.data[0].embedding, want[0], atol=1e-5)
+
+    tei = httpx.post(server.url + "/tei/embed", json={"inputs": texts}).json()
+    np.testing.assert_allclose(np.array(tei), want, atol=1e-5)
+    raw = np.array(httpx.post(server.url + "/tei/embed", json={"inputs": texts, "normalize": False}).json())
+    np.testing.assert_allclose(raw / np.linalg.norm(raw, axis=1, keepdims=True), want, atol=1e-5)
+    assert not np.allclose(np.linalg.norm(raw, axis=1), 1.0)
+    bad = httpx.post(server.url + "/v1/embeddings", json={"input": [[1, 2, 3]], "model": "tiny"})
+    assert bad.status_code == 422 and "token-id inputs" in bad.json()["error"]
+    assert httpx.post(server.url + "/tei/predict", json={"inputs": "x"}).status_code == 404  # no classifier head
+
+    scraped = httpx.get(server.url + "/metrics")
+    assert scraped.status_code == 200 and scraped.headers["content-type"].startswith("text/plain")
+    samples = {
+        (s.name, tuple(sorted(s.labels.items()))): s.value
+        for family in parser.text_string_to_metric_families(scraped.text)
+        for s in family.samples
+    }
+    assert samples[("clozeformer_requests_total", (("route", "/hf/fill-mask"), ("status", "200")))] >= 2
+    assert samples[("clozeformer_requests_total", (("route", "/v1/embeddings"), ("status", "422")))] == 1
+    assert samples[("clozeformer_batch_sequences_count", (("task", "embed"),))] >= 1
+    assert ("clozeformer_in_flight", (("task", "fill-mask"),)) in samples
+
+
+def test_classification_qa_and_ner_in_the_clients_shapes(dirs, local_clients):
+    """text-classification through InferenceClient and TEI's /predict and /rerank on a classifier;
+    QA and NER answers parsed by huggingface_hub's own output types."""
+    from fastapi.testclient import TestClient
+    from huggingface_hub import InferenceClient
+    from huggingface_hub.inference._generated.types import (
+        QuestionAnsweringOutputElement,
+        TokenClassificationOutputElement,
+    )
+
+    from clozeformer.infer.server import ServeConfig, build_pipelines, create_app
+
+    s = ServerProcess(dirs["cls"])
+    try:
+        ours = httpx.post(s.url + "/classify", json={"inputs": "a gripping film"}).json()["results"][0]["scores"]
+        got = InferenceClient(model=s.url + "/hf/text-classification").text_classification("a gripping film")
+        assert {g.label: g.score for g in got} == pytest.approx(ours, abs=1e-6)
+        pred = httpx.post(s.url + "/tei/predict", json={"inputs": ["a gripping film", "dull", "the cat sat"]}).json()
+        assert len(pred) == 3 and {p["label"] for p in pred[0]} == {"neg", "pos"}
+        # as in TEI, two strings are one pair, not a batch of two
+        pair = httpx.post(s.url + "/tei/predict", json={"inputs": ["film", "a gripping film"]}).json()
+        want = httpx.post(s.url + "/classify", json={"inputs": [["film", "a gripping film"]]}).json()["results"][0]["scores"]
+        assert {p["label"]: p["score"] for p in pair} == pytest.approx(want, abs=1e-6)
+        texts = ["a gripping film", "dull", "the cat sat"]
+        ranked = httpx.post(s.url + "/tei/rerank", json={"query": "film", "texts": texts, "return_text": True}).json()
+        pos = [
+            r["scores"]["pos"]
+            for r in httpx.post(s.url + "/classify", json={"inputs": [["film", t] for t in texts]}).json()["results"]
+        ]
+        assert [r["index"] for r in ranked] == sorted(range(3), key=lambda i: -pos[i])
+        assert [r["score"] for r in ranked] == pytest.approx(sorted(pos, reverse=True), abs=1e-6)
+        assert ranked[0]["text"] == texts[ranked[0]["index"]]
+    finally:
+        assert s.stop() in (0, -signal.SIGTERM)
+    for name, tag, body, parse in (
+        (
+            "qa",
+            "question-answering",
+            {"inputs": {"question": "where?", "context": "john lives in paris"}},
+            QuestionAnsweringOutputElement.parse_obj_as_instance,
+        ),
+        (
+            "ner",
+            "token-classification",
+            {"inputs": "John Smith lives in Paris."},
+            TokenClassificationOutputElement.parse_obj_as_list,
+        ),
+    ):
+        cfg = ServeConfig(model=str(dirs[name]))
+        with TestClient(create_app(build_pipelines(cfg), cfg)) as client:
+            response = client.post(f"/hf/{tag}", json=body)
+            assert response.status_code == 200, response.text
+            parsed = parse(response.content)
+            if name == "qa":
+                ours = client.post("/qa", json=body["inputs"]).json()["results"][0]
+                assert (parsed.answer, parsed.start, parsed.end) == (ours["answer"], ours["start"], ours["end"])
+            else:
+                ours = client.post("/ner", json=body).json()["results"][0]["entities"]
+                assert [(p.entity_group, p.word, p.start) for p in parsed] == [(e["type"], e["text"], e["start"]) for e in ours]
+            assert client.post(f"/hf/{tag}", json={"text": "no inputs"}).status_code == 422
+
+
+def test_slow_clients_are_cut_off_and_do_not_block_others(dirs):
+    """A flood of clients that send headers and then trickle their bodies (slowloris): each gets
+    408 after --body-timeout, and an ordinary request meanwhile is answered at once."""
+    import socket
+
+    s = ServerProcess(dirs["mlm"], "--body-timeout", "1.5")
+    try:
+        host, port = s.url.removeprefix("http://").split(":")
+        slow = []
+        for _ in range(30):
+            c = socket.create_connection((host, int(port)), timeout=10)
+            c.sendall(b"POST /embed HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{")
+            slow.append(c)
+        t0 = time.time()
+        ok = httpx.post(s.url + "/embed", json={"inputs": "good movie"}, timeout=10)
+        assert ok.status_code == 200 and time.time() - t0 < 1.0
+        for c in slow:
+            answer = b""
+            while True:  # the head, then as many body bytes as it announces
+                head, _, body = answer.partition(b"\r\n\r\n")
+                length = re.search(rb"content-length: (\d+)", head)
+                if length and len(body) >= int(length.group(1)):
+                    break
+                chunk = c.recv(4096)
+                if not chunk:
+                    break
+                answer += chunk
+            assert answer.startswith(b"HTTP/1.1 408") and b"longer than 1.5 s" in answer
+            c.close()
+        assert time.time() - t0 < 10
+    finally:
+        assert s.stop() in (0, -signal.SIGTERM)
+    assert "Traceback" not in "".join(s.stderr)

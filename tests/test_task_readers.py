@@ -443,3 +443,22 @@ def test_finetune_cli_skip_bad_rows_flag(tmp_path, capsys):
     assert "train.csv:22:" in capsys.readouterr().err
     assert cli_main([*base, "--out", str(tmp_path / "b"), "--skip-bad-rows"]) == 0
     assert "kept 20 of 21 rows" in capsys.readouterr().err
+
+
+def test_unlabeled_text_is_each_examples_text_without_its_label():
+    """What task-adaptive pretraining reads: one line per example, labels gone, pairs joined."""
+    from clozeformer.tasks.common import unlabeled_text
+
+    mrpc = list(unlabeled_text(read_split("mrpc", GLUE / "MRPC", "train")))
+    assert mrpc[0] == 'He said "yes" to the plan. The plan got a "yes" from him.'
+    cola = list(unlabeled_text(read_split("cola", GLUE / "CoLA", "train")))
+    assert cola[:2] == ["The cat sat on the mat.", "The cat the mat on sat."]
+    assert not any("\t" in line or "*" == line.split()[0] for line in cola)
+    conll = read_conll(FIX / "task_conll" / "train.txt", Problems())
+    assert list(unlabeled_text(conll))[0] == " ".join(conll[0].words)
+    squad = read_squad(FIX / "task_squad" / "train-v1.1.json", Problems())
+    lines = list(unlabeled_text(squad))
+    contexts = {ex.context for ex in squad}
+    assert sum(line in {" ".join(c.split()) for c in contexts} for line in lines) == len(contexts)  # each context once
+    assert len(lines) == len(contexts) + len(squad)  # and every question
+    assert all("\n" not in line and line for line in lines)

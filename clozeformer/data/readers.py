@@ -14,6 +14,10 @@ Formats (auto-detected per file from its first 64 KB, or forced with `format=`):
     wikitext       WikiText-2/103: ` = Title = ` lines start articles, ` = = Section = = `
                    headings are dropped, `@-@` style escapes undone, `<unk>` -> [UNK]
 
+An input `hf:NAME[:CONFIG][@SPLIT]` is a Hugging Face dataset read by `datasets.load_dataset`
+with `streaming=True` (memory stays bounded; the Hub, a local dataset directory or the offline
+cache), one document per row from its `text` column, paragraphs split on "\\n" as for JSONL.
+
 Any file may be gzip-compressed (detected from its magic bytes, not its name). Memory stays
 bounded: files are read line by line, and only the current document is held. Invalid UTF-8
 is replaced by U+FFFD and counted; binary files are refused. Documents shorter than
@@ -510,7 +514,10 @@ class CorpusReader:
         self.min_doc_chars = int(min_doc_chars)
         self.dedupe = dedupe
         self.max_doc_chars = int(max_doc_chars)
-        self.files = expand_inputs(inputs)
+        inputs = [inputs] if isinstance(inputs, (str, os.PathLike)) else list(inputs)
+        self.datasets = [str(i) for i in inputs if str(i).startswith("hf:")]  # streamed Hugging Face datasets
+        paths = [i for i in inputs if not str(i).startswith("hf:")]
+        self.files = expand_inputs(paths) if paths or not self.datasets else []
         self.disk_bytes_total = sum(f.path.stat().st_size for f in self.files)
         self.stats = ReaderStats()
         self._done_bytes = 0
@@ -557,11 +564,40 @@ class CorpusReader:
             text.close()
             raw.close()
 
+    def _dataset_documents(self, ref: str) -> Iterator[Document]:
+        """Rows of a streamed Hugging Face dataset `hf:NAME[:CONFIG][@SPLIT]` (default split train)."""
+        try:
+            import datasets
+        except ImportError:
+            raise ClozeformerError(f"{ref}: reading a Hugging Face dataset needs `datasets` (pip install datasets)") from None
+        spec, _, split = ref[3:].partition("@")
+        name, _, config = spec.partition(":")
+        try:
+            rows = datasets.load_dataset(name, config or None, split=split or "train", streaming=True)
+            for row in rows:
+                text = row.get("text") if isinstance(row, dict) else None
+                if not isinstance(text, str):
+                    raise ClozeformerError(f"{ref}: rows need a string 'text' column (columns: {', '.join(sorted(row))})")
+                self.stats.bytes += len(text.encode("utf-8"))
+                paras = [p.strip() for p in text.split("\n") if p.strip()]
+                if paras:
+                    yield Document(paras, False, ref)
+                else:
+                    self.stats.documents += 1
+                    self.stats.too_short += 1
+        except ClozeformerError:
+            raise
+        except (FileNotFoundError, ValueError, ConnectionError, OSError) as e:
+            first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+            raise ClozeformerError(f"{ref}: cannot read the dataset ({first})") from None
+
     def __iter__(self) -> Iterator[Document]:
         seen: set[bytes] = set()
-        for f in self.files:
+        sources = [(f, self._file_documents(f)) for f in self.files]
+        sources += [(ref, self._dataset_documents(ref)) for ref in self.datasets]
+        for _, documents in sources:
             self.stats.files += 1
-            for doc in bounded(self._file_documents(f), self.max_doc_chars, self.stats):
+            for doc in bounded(documents, self.max_doc_chars, self.stats):
                 self.stats.documents += 1
                 if sum(map(len, doc.units)) < self.min_doc_chars:
                     self.stats.too_short += 1

@@ -5,15 +5,19 @@
     pipe("a text")                      # {"embedding": np.ndarray (H,), "truncated": False}
 
 Works with any BERT directory: it reads the encoder's last hidden states, whatever head sits
-on top. Unit-length rows make cosine similarity a dot product, which `index.py` uses for
+on top. Unless `pooling` is given, a sentence-transformers directory's own choice is used
+(`modules.json` -> its Pooling module's `config.json`: cls, mean or max), else [CLS].
+Unit-length rows make cosine similarity a dot product, which `index.py` uses for
 search (`clozeformer embed --build-index INDEX --input corpus.txt`).
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Literal
 
 import numpy as np
@@ -27,24 +31,51 @@ from clozeformer.infer.pipelines import Example, Pipeline, Window, check_text
 from clozeformer.infer.runners import Batch
 from clozeformer.io import check_output_dir
 
-Pooling = Literal["cls", "mean"]
+Pooling = Literal["cls", "mean", "max"]
+POOLINGS = ("cls", "mean", "max")
+#: sentence-transformers' Pooling config keys -> ours
+_ST_MODES = {"pooling_mode_cls_token": "cls", "pooling_mode_mean_tokens": "mean", "pooling_mode_max_tokens": "max"}
 
 
 def pool(hidden: torch.Tensor, attention_mask: torch.Tensor, pooling: str) -> torch.Tensor:
-    """(B, T, H) states -> (B, H): the [CLS] row, or the mean over real (unpadded) tokens."""
+    """(B, T, H) states -> (B, H): the [CLS] row, or the mean / max over real (unpadded) tokens."""
     if pooling == "cls":
         return hidden[:, 0]
     mask = attention_mask.unsqueeze(-1).to(hidden.dtype)  # (B, T, 1)
+    if pooling == "max":
+        return hidden.masked_fill(mask == 0, torch.finfo(hidden.dtype).min).amax(1)
     return (hidden * mask).sum(1) / mask.sum(1).clamp(min=1.0)
+
+
+def directory_pooling(directory: str | Path | None) -> str | None:
+    """The pooling a sentence-transformers directory declares (`modules.json` -> the Pooling
+    module's `config.json`), or None when the directory has none."""
+    if not directory or not (Path(directory) / "modules.json").is_file():
+        return None
+    from clozeformer.io import read_json_object
+
+    modules = json.loads((Path(directory) / "modules.json").read_text(encoding="utf-8"))
+    paths = [m.get("path", "") for m in modules if isinstance(m, dict) and str(m.get("type", "")).endswith(".Pooling")]
+    if not paths or not (Path(directory) / paths[0] / "config.json").is_file():
+        return None
+    where = Path(directory) / paths[0] / "config.json"
+    config = read_json_object(where)
+    modes = [ours for key, ours in _ST_MODES.items() if config.get(key)]
+    others = [k for k, v in config.items() if k.startswith("pooling_mode_") and v and k not in _ST_MODES]
+    if len(modes) != 1 or others:
+        raise ClozeformerError(f"{where}: pooling {', '.join(modes + others) or 'none'}; clozeformer pools one of cls, mean, max")
+    return modes[0]
 
 
 class EmbedPipeline(Pipeline):
     task = "embed"
 
-    def __init__(self, runner, tokenizer, *, pooling: Pooling = "cls", normalize: bool = True, **kwargs: Any) -> None:
+    def __init__(self, runner, tokenizer, *, pooling: Pooling | None = None, normalize: bool = True, **kwargs: Any) -> None:
         super().__init__(runner, tokenizer, **kwargs)
-        if pooling not in ("cls", "mean"):
-            raise ClozeformerError(f"pooling={pooling!r}: choose cls or mean")
+        if pooling is None:  # the directory's own (sentence-transformers), else [CLS]
+            pooling = directory_pooling(getattr(runner, "source", None)) or "cls"  # type: ignore[assignment]
+        if pooling not in POOLINGS:
+            raise ClozeformerError(f"pooling={pooling!r}: choose cls, mean or max")
         self.pooling = pooling
         self.normalize = normalize
         self.dim = self.config.hidden_size
@@ -58,13 +89,13 @@ class EmbedPipeline(Pipeline):
         ]
 
     def forward(self, batch: Batch, windows: list[Window]) -> list[Any]:
-        vectors = pool(self.runner.hidden(batch), batch.attention_mask, self.pooling)  # (B, H)
-        if self.normalize:
-            vectors = F.normalize(vectors, dim=-1)
-        return list(vectors.numpy())
+        return list(pool(self.runner.hidden(batch), batch.attention_mask, self.pooling).numpy())  # (B, H)
 
     def postprocess(self, example: Example, outputs: list[Any]) -> dict:
-        return {"embedding": outputs[0], "truncated": example.data["truncated"]}
+        vector = outputs[0]
+        if example.data.get("normalize", self.normalize):  # an example may ask otherwise (the server's TEI route)
+            vector = F.normalize(torch.from_numpy(vector), dim=-1).numpy()
+        return {"embedding": vector, "truncated": example.data["truncated"]}
 
     def to_json(self, result: dict) -> dict:
         return {**result, "embedding": [round(float(x), 7) for x in result["embedding"]]}
@@ -85,7 +116,13 @@ class EmbedPipeline(Pipeline):
 
 @dataclass
 class EmbedConfig(cli.PipelineConfig):
-    pooling: Pooling = field(default="cls", metadata={"help": "[CLS] vector or mean over tokens"})
+    pooling: Pooling | None = field(
+        default=None,
+        metadata={
+            "help": "[CLS] vector, mean or max over tokens (unset: a sentence-transformers directory's own, else cls)",
+            "choices": list(POOLINGS),
+        },
+    )
     normalize: bool = field(default=True, metadata={"help": "L2-normalise each vector"})
     build_index: str | None = field(
         default=None, metadata={"help": "write a search index to this directory (new or empty) instead of printing vectors"}
@@ -129,5 +166,5 @@ def main(args: argparse.Namespace) -> int:
     except InputError as e:
         raise ClozeformerError(f"{records[e.index].source}: {e.reason}") from None
     index.save(cfg.build_index, config=config_dict(cfg))
-    print(f"indexed {len(records)} texts ({pipe.dim} dims, {cfg.pooling} pooling) into {cfg.build_index}")
+    print(f"indexed {len(records)} texts ({pipe.dim} dims, {pipe.pooling} pooling) into {cfg.build_index}")
     return 0

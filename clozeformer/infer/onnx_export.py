@@ -100,10 +100,11 @@ def export_onnx(model_dir: str | Path, out: str | Path, *, opset: int = 17, chec
     """Write `out` (atomically) and return {"architecture", "outputs", "max_abs_diff": {output: diff}}."""
     import onnx
 
+    from clozeformer.hub import model_dir as resolve
     from clozeformer.io import atomic_path
     from clozeformer.model import MODEL_CLASSES
 
-    model_dir, out = Path(model_dir), Path(out)
+    model_dir, out = resolve(model_dir), Path(out)
     config, arch = read_architecture(model_dir)
     model = MODEL_CLASSES[arch].from_pretrained(model_dir, strict_heads=arch != "BertModel").eval()
     wrapper = ExportWrapper(model).eval()

@@ -237,7 +237,9 @@ def pipeline(
             raise ClozeformerError(f"threads must be >= 1, got {threads}")
         torch.set_num_threads(threads)
     if isinstance(model, (str, Path)):
-        directory = Path(model)
+        from clozeformer.hub import model_dir
+
+        directory = model_dir(model)
         require_task(task, read_architecture(directory)[1], str(directory))  # before loading weights
         runner: Runner = load_runner(
             directory,

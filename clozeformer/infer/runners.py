@@ -72,10 +72,12 @@ def require_task(task: str, architecture: str, where: str) -> None:
 
 def read_architecture(directory: Path) -> tuple[BertConfig, str]:
     """(config, architecture name) of an HF-format directory."""
+    from clozeformer.hub import model_dir
     from clozeformer.model import MODEL_CLASSES
 
+    directory = model_dir(directory)
     if not directory.is_dir():
-        raise ClozeformerError(f"{directory}: no such model directory")
+        raise ClozeformerError(f"{directory}: expected a model directory (config.json + weights)")
     check_complete(directory)
     config = BertConfig.from_pretrained(directory)
     archs = config.extra.get("architectures") or ["BertModel"]
@@ -283,7 +285,9 @@ def load_runner(
     threads: int | None = None,
 ) -> Runner:
     """A runner for `directory`; the ONNX backend reads `onnx_path` (default DIR/model.onnx)."""
-    directory = Path(directory)
+    from clozeformer.hub import model_dir
+
+    directory = model_dir(directory)
     runner: Runner
     if backend == "torch":
         runner = TorchRunner.from_dir(directory, device=device, dtype=dtype, compile=compile)

@@ -4,11 +4,16 @@ Endpoints (JSON in, JSON out; `inputs` is one item or a list, `results` is alway
 
     GET  /health      {"status": "ok"}
     GET  /info        model, architecture, backend, tasks, labels, limits, batching stats
+    GET  /metrics     Prometheus text format: requests, latency, batch sizes, requests in flight
     POST /fill-mask   {"inputs": "The cat sat on the [MASK].", "top_k": 3}
     POST /classify    {"inputs": ["text", ["text", "pair"], {"text": ..., "text_pair": ...}]}
     POST /embed       {"inputs": ["text", ...]}
     POST /qa          {"question": ..., "context": ...}  or  {"inputs": [{"question", "context"}, ...]}
     POST /ner         {"inputs": "John lives in Paris."}
+
+The same pipelines also answer in the shapes existing clients speak (infer/compat.py):
+/hf/<pipeline tag> (the HF Inference API, for huggingface_hub.InferenceClient), /tei/embed,
+/tei/predict and /tei/rerank (text-embeddings-inference), /v1/embeddings and /v1/models (OpenAI).
 
 A task the model has no head for answers 404 with the reason. Bad input never yields a 500:
 too many items, a text over `max_chars` or a body over `max_body_bytes` -> 413; malformed JSON,
@@ -39,13 +44,15 @@ import logging
 import socket
 import sys
 import time
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any, Literal
 
 from clozeformer import __version__
 from clozeformer.errors import ClozeformerError
+from clozeformer.hub import model_name
+from clozeformer.infer import compat
 from clozeformer.infer.runners import TASKS
 
 log = logging.getLogger("clozeformer.serve")
@@ -80,7 +87,9 @@ class ServeConfig:
         metadata={"help": "inputs over max_length: truncate (flagged; qa and ner use windows instead) or reject (422)"},
     )
     top_k: int = field(default=5, metadata={"help": "fill-mask: candidates per [MASK] (requests may ask fewer)"})
-    pooling: Literal["cls", "mean"] = field(default="cls", metadata={"help": "embed: pooling"})
+    pooling: Literal["cls", "mean", "max"] | None = field(
+        default=None, metadata={"help": "embed: pooling (unset: a sentence-transformers directory's own, else cls)"}
+    )
     doc_stride: int | None = field(
         default=None, metadata={"help": "qa: tokens shared by consecutive windows (unset: the model's)"}
     )
@@ -102,6 +111,9 @@ class ServeConfig:
         metadata={"help": "open connections and in-flight requests at most; more are answered 503 (uvicorn limit_concurrency)"},
     )
     keep_alive_timeout: float = field(default=5.0, metadata={"help": "seconds an idle keep-alive connection stays open"})
+    body_timeout: float = field(
+        default=30.0, metadata={"help": "seconds a client may take to send a request body (slower: 408, connection freed)"}
+    )
     log_level: Literal["critical", "error", "warning", "info", "debug"] = field(
         default="info", metadata={"help": "uvicorn log level"}
     )
@@ -112,6 +124,8 @@ class ServeConfig:
         for name in ("batch_size", "max_items", "max_chars", "max_body_bytes", "top_k", "max_connections"):
             if getattr(self, name) < 1:
                 raise ClozeformerError(f"--{name.replace('_', '-')} must be >= 1, got {getattr(self, name)}")
+        if self.body_timeout <= 0:
+            raise ClozeformerError(f"--body-timeout must be > 0 seconds, got {self.body_timeout}")
         if self.keep_alive_timeout <= 0:
             raise ClozeformerError(f"--keep-alive-timeout must be > 0 seconds, got {self.keep_alive_timeout}")
         if self.max_wait_ms < 0:
@@ -157,6 +171,7 @@ class MicroBatcher:
         self.worker: asyncio.Task | None = None
         # requests / batches / sequences: completed; in_flight: submitted and not yet answered
         self.stats = {"requests": 0, "batches": 0, "sequences": 0, "in_flight": 0}
+        self.on_batch: list[Callable[[int], None]] = []  # called with each forward pass's sequence count
 
     def start(self) -> None:
         self.queue = asyncio.Queue()
@@ -216,6 +231,8 @@ class MicroBatcher:
         self.stats["requests"] += len(jobs)
         self.stats["batches"] += 1
         self.stats["sequences"] += sequences
+        for observe in self.on_batch:
+            observe(sequences)
         start = 0
         for exs, future in jobs:
             if not future.done():
@@ -389,56 +406,193 @@ def create_app(pipes: dict[str, Any], cfg: ServeConfig, info: dict | None = None
         declared = request.headers.get("content-length")
         if declared is not None and declared.isdigit() and int(declared) > cfg.max_body_bytes:
             raise HTTPError(413, f"request body of {declared} bytes; the limit is {cfg.max_body_bytes}")
-        raw = await request.body()
+        chunks: list[bytes] = []
+
+        async def receive() -> None:
+            size = 0
+            async for chunk in request.stream():
+                size += len(chunk)
+                if size > cfg.max_body_bytes:  # a body without content-length is cut off as it grows
+                    raise HTTPError(413, f"request body over {cfg.max_body_bytes} bytes; the limit is {cfg.max_body_bytes}")
+                chunks.append(chunk)
+
+        try:  # a slow (or slowloris) client cannot hold a connection slot for longer than this
+            await asyncio.wait_for(receive(), cfg.body_timeout)
+        except asyncio.TimeoutError:
+            raise HTTPError(408, f"the request body took longer than {cfg.body_timeout:g} s to arrive") from None
+        raw = b"".join(chunks)
         if len(raw) > cfg.max_body_bytes:
             raise HTTPError(413, f"request body of {len(raw)} bytes; the limit is {cfg.max_body_bytes}")
         return parse_body(raw)
 
-    async def serve_task(task: str, request: Request) -> JSONResponse:
-        if task not in pipes:
-            arch = any_pipe.runner.architecture
-            why = "was not enabled with --tasks" if _model_supports(arch, task) else f"a {arch} has no head for it"
-            return error(404, f"this server does not serve {task}: {why}; it serves {', '.join(pipes)}")
+    def not_served(task: str) -> JSONResponse | None:
+        if task in pipes:
+            return None
+        arch = any_pipe.runner.architecture
+        why = "was not enabled with --tasks" if _model_supports(arch, task) else f"a {arch} has no head for it"
+        return error(404, f"this server does not serve {task}: {why}; it serves {', '.join(pipes)}")
+
+    async def answer(task: str, items: list[Any], prepare: Callable[[list], None] | None = None) -> list[dict]:
+        """`items` through `task`'s pipeline: size limits, tokenization, the micro-batched forward
+        pass; the results as JSON. `prepare` may mark the tokenized examples (per-request options)."""
         pipe = pipes[task]
+        _check_sizes(items, cfg)
+        if _chars(items) <= INLINE_TOKENIZE_CHARS:
+            examples = pipe.preprocess(items)  # microseconds: cheaper than a thread hop
+        else:
+            examples = await asyncio.to_thread(pipe.preprocess, items)
+        if prepare is not None:
+            prepare(examples)
+        return [pipe.to_json(r) for r in await batchers[task].submit(examples)]
+
+    async def handle(task: str, request: Request, respond: Callable) -> JSONResponse:
+        """One request of any route family: read and parse the body, `respond(body)`, and map each
+        kind of bad input to its status (see module docstring)."""
+        missing = not_served(task)
+        if missing is not None:
+            return missing
         try:
             try:
                 body = await read_body(request)
             except ClientDisconnect:  # the client left mid-body: nobody to answer, nothing to log loudly
-                log.debug("client disconnected before sending the whole body of /%s", task)
+                log.debug("client disconnected before sending the whole body of %s", request.url.path)
                 return error(400, "client disconnected")
-            items = _items(task, body)
-            _check_sizes(items, cfg)
-            top_k = body.get("top_k", pipe.top_k) if task == "fill-mask" else None
-            if task == "fill-mask" and (type(top_k) is not int or not 1 <= top_k <= pipe.top_k):
-                raise HTTPError(422, f"top_k must be an integer from 1 to {pipe.top_k}")
-            if _chars(items) <= INLINE_TOKENIZE_CHARS:
-                examples = pipe.preprocess(items)  # microseconds: cheaper than a thread hop
-            else:
-                examples = await asyncio.to_thread(pipe.preprocess, items)
+            return JSONResponse(await respond(body))
         except HTTPError as e:
             return error(e.status, e.message, e.index)
         except InputError as e:
             return error(422, e.reason, e.index)
-        except ClozeformerError as e:
+        except (ClozeformerError, compat.BadRequest) as e:
             return error(422, str(e))
-        results = [pipe.to_json(r) for r in await batchers[task].submit(examples)]
-        if task == "fill-mask" and top_k < pipe.top_k:
-            for r in results:
-                for m in r["masks"]:
-                    m["candidates"] = m["candidates"][:top_k]
-        return JSONResponse({"results": results})
 
-    def endpoint_for(task: str):
+    def route(path: str, task: str, respond: Callable, summary: str) -> None:
         async def endpoint(request: Request) -> JSONResponse:
-            return await serve_task(task, request)
+            return await handle(task, request, respond)
 
-        return endpoint
+        app.add_api_route(path, endpoint, methods=["POST"], name=path, summary=summary)
+
+    # -- our own routes: {"inputs": ...} -> {"results": [...]}
+    def own(task: str) -> Callable:
+        async def respond(body: Any) -> dict:
+            pipe = pipes[task]
+            items = _items(task, body)
+            top_k = body.get("top_k", pipe.top_k) if task == "fill-mask" else None
+            if task == "fill-mask" and (type(top_k) is not int or not 1 <= top_k <= pipe.top_k):
+                raise HTTPError(422, f"top_k must be an integer from 1 to {pipe.top_k}")
+            results = await answer(task, items)
+            if task == "fill-mask" and top_k < pipe.top_k:
+                for r in results:
+                    for m in r["masks"]:
+                        m["candidates"] = m["candidates"][:top_k]
+            return {"results": results}
+
+        return respond
 
     for task in TASKS:
-        app.add_api_route(
-            f"/{task}", endpoint_for(task), methods=["POST"], name=task, summary=f"{task} (see `clozeformer serve --help`)"
-        )
+        route(f"/{task}", task, own(task), f"{task} (see `clozeformer serve --help`)")
+
+    # -- the HF Inference API's shapes: huggingface_hub.InferenceClient(model="http://HOST:PORT/hf/TAG")
+    def hf(tag: str, task: str) -> Callable:
+        async def respond(body: Any) -> Any:
+            items, single, params = compat.parse_hf(tag, body)
+            top_k = params.get("top_k")
+            if tag == "fill-mask" and top_k is not None and (type(top_k) is not int or not 1 <= top_k <= pipes[task].top_k):
+                raise HTTPError(422, f"top_k must be an integer from 1 to {pipes[task].top_k}")
+            normalize = params.get("normalize")
+            mark = (lambda exs: [e.data.update(normalize=bool(normalize)) for e in exs]) if normalize is not None else None
+            return compat.to_hf(tag, items, await answer(task, items, mark), single, params)
+
+        return respond
+
+    for tag, task in compat.HF_TASKS.items():
+        route(f"/hf/{tag}", task, hf(tag, task), f"{tag}, as the Hugging Face Inference API")
+
+    # -- text-embeddings-inference: its /embed, /predict and /rerank under /tei
+    async def tei_embed(body: Any) -> list:
+        texts, normalize = compat.parse_tei_embed(body)
+        results = await answer("embed", texts, lambda exs: [e.data.update(normalize=normalize) for e in exs])
+        return [r["embedding"] for r in results]
+
+    async def tei_predict(body: Any) -> Any:
+        items, single = compat.parse_tei_predict(body)
+        return compat.to_tei_predict(await answer("classify", items), single)
+
+    async def tei_rerank(body: Any) -> list:
+        query, texts, return_text = compat.parse_tei_rerank(body)
+        labels = getattr(pipes["classify"], "labels", None)
+        results = await answer("classify", [(query, t) for t in texts])
+        return compat.to_tei_rerank(texts, results, return_text, labels[-1] if labels else None)
+
+    route("/tei/embed", "embed", tei_embed, "embeddings, as text-embeddings-inference")
+    route("/tei/predict", "classify", tei_predict, "classification, as text-embeddings-inference")
+    route("/tei/rerank", "classify", tei_rerank, "cross-encoder reranking, as text-embeddings-inference")
+
+    # -- OpenAI: openai.OpenAI(base_url="http://HOST:PORT/v1").embeddings.create(...)
+    model_id = (info or {}).get("model") or "clozeformer"
+
+    async def openai_embeddings(body: Any) -> dict:
+        texts, fmt = compat.parse_openai_embeddings(body)
+        tokens = [0]
+
+        def count(exs: list) -> None:
+            tokens[0] = sum(len(w.input_ids) for e in exs for w in e.windows)
+
+        return compat.to_openai_embeddings(await answer("embed", texts, count), body.get("model") or model_id, fmt, tokens[0])
+
+    route("/v1/embeddings", "embed", openai_embeddings, "embeddings, as the OpenAI API")
+
+    @app.get("/v1/models")
+    async def openai_models() -> dict:
+        model = {"id": model_id, "object": "model", "created": int(started), "owned_by": "clozeformer"}
+        return {"object": "list", "data": [model]}
+
+    add_metrics(app, batchers)
     return app
+
+
+def add_metrics(app, batchers: dict[str, MicroBatcher]) -> None:
+    """GET /metrics in Prometheus' text format (prometheus-client, an optional extra): requests by
+    route and status, latency by route, sequences per forward pass and requests in flight by task.
+    Each app has its own registry. Without prometheus-client, /metrics answers 501 saying so."""
+    from fastapi.responses import JSONResponse, Response
+
+    try:
+        import prometheus_client as prom
+    except ImportError:
+
+        @app.get("/metrics")
+        async def no_metrics() -> JSONResponse:
+            return JSONResponse({"error": "metrics need prometheus-client (pip install 'clozeformer[serve]')"}, 501)
+
+        return
+    registry = prom.CollectorRegistry()
+    requests = prom.Counter("clozeformer_requests", "HTTP requests by route and status", ["route", "status"], registry=registry)
+    latency = prom.Histogram("clozeformer_request_seconds", "request latency by route", ["route"], registry=registry)
+    batch = prom.Histogram(
+        "clozeformer_batch_sequences",
+        "sequences per forward pass (micro-batching)",
+        ["task"],
+        buckets=(1, 2, 4, 8, 16, 32, 64, 128, 256),
+        registry=registry,
+    )
+    in_flight = prom.Gauge("clozeformer_in_flight", "requests queued or running, by task", ["task"], registry=registry)
+    for task, b in batchers.items():
+        b.on_batch.append(batch.labels(task).observe)
+        in_flight.labels(task).set_function(lambda b=b: b.stats["in_flight"])
+
+    @app.get("/metrics")
+    async def metrics() -> Response:
+        return Response(prom.generate_latest(registry), media_type=prom.CONTENT_TYPE_LATEST)
+
+    @app.middleware("http")
+    async def observe(request, call_next):
+        t0 = time.perf_counter()
+        response = await call_next(request)
+        paths = {getattr(r, "path", None) for r in app.routes}
+        path = request.url.path if request.url.path in paths else "other"  # bounded label values
+        requests.labels(path, str(response.status_code)).inc()
+        latency.labels(path).observe(time.perf_counter() - t0)
+        return response
 
 
 def _model_supports(architecture: str, task: str) -> bool:
@@ -457,7 +611,9 @@ def build_pipelines(cfg: ServeConfig) -> dict[str, Any]:
 
     if cfg.threads:
         torch.set_num_threads(cfg.threads)
-    directory = Path(cfg.model)
+    from clozeformer.hub import model_dir
+
+    directory = model_dir(cfg.model)
     architecture = read_architecture(directory)[1]
     tasks = cfg.tasks or tasks_for(architecture)
     for task in tasks:  # before loading any weights
@@ -524,7 +680,7 @@ def main(args: argparse.Namespace) -> int:
     except ImportError:
         raise ClozeformerError("serving needs fastapi and uvicorn (pip install 'clozeformer[serve]')") from None
     pipes = build_pipelines(cfg)
-    app = create_app(pipes, cfg, info={"model": str(Path(cfg.model).resolve())})
+    app = create_app(pipes, cfg, info={"model": model_name(cfg.model)})
     sock = bind(cfg.host, cfg.port)
     host, port = sock.getsockname()[:2]
     shown = f"[{host}]" if ":" in host else host

@@ -154,6 +154,28 @@ class ChoiceExample:
 Example = TextExample | TokenExample | QAExample | ChoiceExample
 
 
+def unlabeled_text(examples: list[Example]) -> Iterator[str]:
+    """The text of `examples` without their labels, one document per example on one line: what
+    task-adaptive pretraining (Gururangan et al. 2020) continues the masked LM on. A pair is one
+    document (A then B); QA yields each distinct context and each question; multiple choice its
+    context and prefix (the endings are mostly wrong continuations). Newlines become spaces."""
+    seen: set[str] = set()
+    for ex in examples:
+        if isinstance(ex, TextExample):
+            parts = [ex.text_a if ex.text_b is None else f"{ex.text_a} {ex.text_b}"]
+        elif isinstance(ex, TokenExample):
+            parts = [" ".join(ex.words)]
+        elif isinstance(ex, QAExample):
+            parts = ([] if ex.context in seen else [ex.context]) + [ex.question]
+            seen.add(ex.context)
+        else:
+            parts = [f"{ex.context} {ex.prefix}"]
+        for part in parts:
+            line = " ".join(part.split())
+            if line:
+                yield line
+
+
 # ----------------------------------------------------------------------------- reading files
 
 

@@ -66,6 +66,9 @@ class TaskDataConfig:
         metadata=flag_help("skip malformed rows (wrong field count, non-text values), counted and reported, instead of stopping"),
     )
 
+    def __post_init__(self) -> None:
+        self.validate()  # a config that exists is a valid one (subclasses extend `validate`)
+
     def validate(self) -> None:
         def need(ok: bool, msg: str) -> None:
             if not ok:

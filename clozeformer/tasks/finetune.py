@@ -27,6 +27,7 @@ from clozeformer.config import PRESETS
 from clozeformer.core import Schedule, adamw, clip_and_check, param_groups, seed_everything, set_lr
 from clozeformer.device import resolve_device
 from clozeformer.errors import ClozeformerError
+from clozeformer.hub import model_dir
 from clozeformer.io import check_output_dir, mark_owned
 from clozeformer.padding import batch_indices
 from clozeformer.precision import resolve_precision
@@ -36,7 +37,7 @@ from clozeformer.tasks.common import Problems
 from clozeformer.tasks.config import FinetuneConfig
 from clozeformer.tasks.loading import build_task_model, is_preset, load_tokenizer
 from clozeformer.tasks.runner import SplitData, TaskRunner, check_labels, discover_labels, format_scores
-from clozeformer.tasks.spec import TaskSpec, get_task, resolve_files
+from clozeformer.tasks.spec import TaskSpec, get_task, read_examples, resolve_files
 
 # ----------------------------------------------------------------------------- optimisation
 
@@ -83,7 +84,7 @@ def read_task_data(cfg: FinetuneConfig, spec: TaskSpec, files: dict, tokenizer, 
     then features for all of them."""
     for split, path in files.items():
         print(f"{split}: {path}")
-    train_ex = spec.read(files["train"], problems, True)
+    train_ex = read_examples(spec, files["train"], problems, True, cfg)
     n_train_total = len(train_ex)
     if cfg.max_train_examples and len(train_ex) > cfg.max_train_examples:
         keep = np.sort(np.random.default_rng(cfg.seed).choice(len(train_ex), cfg.max_train_examples, replace=False))
@@ -91,7 +92,7 @@ def read_task_data(cfg: FinetuneConfig, spec: TaskSpec, files: dict, tokenizer, 
     evals = []
     for split in spec.eval_splits:
         if split in files:
-            ex = spec.read(files[split], problems, True)
+            ex = read_examples(spec, files[split], problems, True, cfg)
             evals.append(SplitData(split, files[split], ex[: cfg.max_eval_examples] if cfg.max_eval_examples else ex))
     if not evals:
         print("warning: no dev file: no evaluation during training; the last checkpoint is kept", file=sys.stderr)
@@ -261,16 +262,36 @@ def train(cfg: FinetuneConfig, spec: TaskSpec, data: TaskData, model, tokenizer,
     return TrainResult(step, stopped_early, seconds, best, history)
 
 
+def model_card(cfg: FinetuneConfig, spec: TaskSpec, result: dict, files: dict) -> str:
+    """README.md of a fine-tuned directory: task, base model, data, best dev scores, the command."""
+    from clozeformer import card
+
+    best = result["best"]
+    facts = {
+        "task": f"{spec.name} ({spec.title})",
+        "base model": cfg.model,
+        "data": {split: str(path) for split, path in files.items()},
+        "training": f"{result['train_examples']:,} examples, {result['steps']:,} steps ({result['epochs']:g} epochs), "
+        f"lr {cfg.lr:g}, batch {cfg.batch_size}, seed {cfg.seed}",
+        f"dev scores (best, step {best['step']})": best.get("scores"),
+        "labels": result["labels"],
+    }
+    architecture = card.architecture_of(Path(cfg.out))
+    return card.render(f"{spec.title}: fine-tuned {Path(cfg.model).name}", architecture, facts, cfg.model, card.command_line())
+
+
 def finetune(cfg: FinetuneConfig) -> dict:
     """Fine-tune per `cfg`; returns the metrics dict also written to OUT/metrics.json."""
-    from clozeformer.io import atomic_write_json
+    from clozeformer.io import atomic_write_json, atomic_write_text
 
-    cfg.validate()
     spec = get_task(cfg.task, cfg)
     if not cfg.model:
         raise ClozeformerError("--model is required: an HF-format BERT directory or a preset (tiny, mini, ...)")
-    if not is_preset(cfg.model) and not Path(cfg.model).is_dir():
-        raise ClozeformerError(f"{cfg.model}: no such model directory (or preset: {', '.join(PRESETS)})")
+    if not is_preset(cfg.model):
+        try:
+            model_dir(cfg.model)  # a local directory or a Hub model id, fetched now rather than after reading data
+        except ClozeformerError as e:
+            raise ClozeformerError(f"{e} (or a preset: {', '.join(PRESETS)})") from None
     files = resolve_files(spec, cfg.data, ("train", *spec.eval_splits), optional=spec.eval_splits)
     out = check_out(cfg.out, cfg.overwrite)
     if cfg.threads:
@@ -315,6 +336,8 @@ def finetune(cfg: FinetuneConfig) -> dict:
         "labels": data.labels,
     }
     atomic_write_json(out / "metrics.json", result)
+    if run.best is not None:
+        atomic_write_text(out / "README.md", model_card(cfg, spec, result, files))
     mark_owned(out, "finetune")  # last: the directory is a finished model from here on
     if run.best is not None:
         print(f"best {spec.main_metric} = {run.best['main']:.4f} at step {run.best['step']}; model saved to {out}")

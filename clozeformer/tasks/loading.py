@@ -20,13 +20,14 @@ from typing import Any
 
 import torch
 
+from clozeformer import hub
 from clozeformer.cliutil import config_from_args, save_config
 from clozeformer.config import PRESETS, BertConfig
 from clozeformer.errors import ClozeformerError
 from clozeformer.tasks.common import Problems
 from clozeformer.tasks.config import INHERITED_FIELDS, FinetuneConfig, TaskDataConfig
 from clozeformer.tasks.runner import SplitData, TaskRunner, check_labels
-from clozeformer.tasks.spec import TaskSpec, get_task, resolve_files
+from clozeformer.tasks.spec import TaskSpec, get_task, read_examples, resolve_files
 
 # ----------------------------------------------------------------------------- models and tokenizers
 
@@ -42,9 +43,10 @@ def load_tokenizer(tokenizer: str | None, model: str):
         return Tokenizer.from_pretrained(tokenizer)
     if is_preset(model):
         raise ClozeformerError(f"--model {model} is a preset (random init): pass --tokenizer DIR_OR_VOCAB too")
-    if not (Path(model) / "vocab.txt").is_file():
-        raise ClozeformerError(f"{model}: no vocab.txt in the model directory; pass --tokenizer DIR_OR_VOCAB")
-    return Tokenizer.from_pretrained(model)
+    directory = hub.model_dir(model)
+    if not (directory / "vocab.txt").is_file() and not (directory / "tokenizer.json").is_file():
+        raise ClozeformerError(f"{model}: no vocab.txt or tokenizer.json in the model directory; pass --tokenizer DIR_OR_VOCAB")
+    return Tokenizer.from_pretrained(directory)
 
 
 def model_class(spec: TaskSpec):
@@ -110,7 +112,7 @@ def inherited_values(model_dir: str | None) -> dict:
     """Settings saved by `finetune` beside the model, as defaults for evaluate/predict."""
     if not model_dir:
         return {}
-    path = Path(model_dir) / "finetune_config.json"
+    path = hub.model_dir(model_dir) / "finetune_config.json"
     if not path.is_file():
         return {}
     try:
@@ -129,9 +131,9 @@ def load_finetuned(cfg: TaskDataConfig, model_dir: str | None):
 
     if not model_dir:
         raise ClozeformerError("--model is required: a fine-tuned model directory")
-    mdir = Path(model_dir)
+    mdir = hub.model_dir(model_dir)
     if not mdir.is_dir():
-        raise ClozeformerError(f"{mdir}: no such model directory")
+        raise ClozeformerError(f"{mdir}: expected a model directory (config.json + weights)")
     config = BertConfig.from_pretrained(mdir)
     task = cfg.task or config.extra.get("finetuning_task")
     spec = get_task(task, cfg)
@@ -172,7 +174,7 @@ def read_splits(
     out = []
     for split, path in files.items():
         print(f"{split}: {path}")
-        examples = spec.read(path, problems, labeled)
+        examples = read_examples(spec, path, problems, labeled, cfg)
         if cfg.max_eval_examples:
             examples = examples[: cfg.max_eval_examples]
         if labeled:
@@ -197,11 +199,12 @@ class Session:
 
     @classmethod
     def open(cls, cfg: TaskDataConfig, labeled: bool | None, default_out: str, config_name: str) -> Session:
-        cfg.validate()
         spec, runner, model, device = load_finetuned(cfg, cfg.model)
         problems = Problems(skip_bad_rows=cfg.skip_bad_rows)
         splits = read_splits(spec, cfg, runner, cfg.split, labeled, problems)
-        out = Path(cfg.out) if cfg.out else Path(cfg.model) / default_out
+        # beside a local model; a Hub model's snapshot is the cache's, not ours: ./NAME-<default_out>
+        beside = Path(cfg.model) / default_out if Path(cfg.model).is_dir() else Path(f"{Path(cfg.model).name}-{default_out}")
+        out = Path(cfg.out) if cfg.out else beside
         out.mkdir(parents=True, exist_ok=True)
         save_config(cfg, out / config_name)
         return cls(spec, runner, model, device, problems, splits, out)

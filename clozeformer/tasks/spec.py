@@ -21,10 +21,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 from clozeformer.errors import ClozeformerError
 from clozeformer.tasks import conll, custom, glue, squad, swag
+from clozeformer.tasks.common import Problems
 from clozeformer.tasks.config import TaskDataConfig
 
 Family = Literal["classification", "regression", "token", "qa", "choice"]
@@ -200,6 +201,23 @@ def get_task(name: str | None, cfg: TaskDataConfig) -> TaskSpec:
     return _custom_task(canon, cfg)
 
 
+def read_examples(
+    spec: TaskSpec, source: Any, problems: Problems, labeled: bool | None, cfg: TaskDataConfig | None = None
+) -> list:
+    """The examples of one split: a file through the task's reader, or a dataset split through its
+    columns (the GLUE/SQuAD ones, else cfg's --text-column/--text-pair-column/--label-column)."""
+    from clozeformer.tasks.hfdatasets import DatasetSplit
+
+    if isinstance(source, DatasetSplit):
+        columns = {
+            "text": getattr(cfg, "text_column", None),
+            "text_pair": getattr(cfg, "text_pair_column", None),
+            "label": getattr(cfg, "label_column", None),
+        }
+        return source.read(spec, problems, labeled, columns)
+    return spec.read(source, problems, labeled)
+
+
 def _labeled_kw(read: Callable) -> Callable:
     def wrapped(path, problems, labeled=True):
         return read(path, problems, labeled=labeled)
@@ -292,10 +310,18 @@ def _find(directory: Path, candidates: tuple[str, ...]) -> Path | None:
     return None
 
 
-def resolve_files(spec: TaskSpec, data: list[str], wanted: tuple[str, ...], optional: tuple[str, ...] = ()) -> dict[str, Path]:
-    """One file per wanted split from `--data` items: DIR, SPLIT=FILE, or FILE (in split order)."""
+def resolve_files(spec: TaskSpec, data: list[str], wanted: tuple[str, ...], optional: tuple[str, ...] = ()) -> dict[str, Any]:
+    """One file per wanted split from `--data` items: DIR, SPLIT=FILE, or FILE (in split order);
+    or one Hugging Face dataset (`hf:NAME[:CONFIG]` or a save_to_disk directory), whose splits
+    stand in for files (hfdatasets.DatasetSplit; read them with `read_examples`)."""
     if not data:
         raise ClozeformerError("--data is required: a directory, or files (SPLIT=FILE or FILE ...)")
+    from clozeformer.tasks import hfdatasets
+
+    if any(hfdatasets.is_dataset_ref(item) for item in data):
+        if len(data) != 1:
+            raise ClozeformerError("--data: give one Hugging Face dataset (hf:NAME[:CONFIG] or a save_to_disk dir) alone")
+        return hfdatasets.dataset_splits(data[0], wanted, optional)
     explicit: dict[str, Path] = {}
     dirs: list[Path] = []
     bare: list[Path] = []

@@ -6,6 +6,7 @@ from pathlib import Path
 
 from clozeformer.config import BertConfig
 from clozeformer.errors import ClozeformerError
+from clozeformer.hub import model_dir
 from clozeformer.model import (
     BertForMaskedLM,
     BertForPreTraining,
@@ -25,7 +26,7 @@ def build_model(cfg: PretrainConfig, manifest: dict, data_dir: Path, ckpt: Path 
     cls = {"mlm_nsp": BertForPreTraining, "clm": BertLMHeadModel}.get(cfg.objective, BertForMaskedLM)
     vocab, seq_len = manifest["vocab_size"], manifest["seq_len"]
     if ckpt is not None or cfg.init_from:
-        source = Path(ckpt or cfg.init_from)
+        source = Path(ckpt) if ckpt is not None else model_dir(cfg.init_from)
         if cfg.objective == "electra":
             model = ElectraForPreTraining.from_pretrained(
                 source,

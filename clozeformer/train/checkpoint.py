@@ -189,6 +189,7 @@ def save_checkpoint(
     rng_blobs: list[bytes],
     trainer_state: dict[str, Any],
     keep_last: int,
+    card: Callable[[Path], str] | None = None,
 ) -> Path:
     """Write RUN_DIR/checkpoints/step-N atomically, then prune to the newest `keep_last`.
 
@@ -202,6 +203,8 @@ def save_checkpoint(
             for f in sorted(tokenizer_dir.iterdir()):
                 if f.is_file():
                     shutil.copyfile(f, d / f.name)
+        if card is not None:  # the model card, which may read what was just written
+            (tmp / "README.md").write_text(card(tmp), encoding="utf-8")
         _debug_pause(step)
         torch.save(optimizer_state, tmp / "optimizer.pt")
         for r, blob in enumerate(rng_blobs):

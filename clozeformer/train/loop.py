@@ -457,6 +457,7 @@ class Trainer:
                 ckpt_io.save_checkpoint(
                     self.run_dir,
                     st.step,
+                    card=self.card,
                     write_model=write_model,
                     tokenizer_dir=self.tokenizer_dir,
                     optimizer_state=osd,
@@ -586,10 +587,35 @@ class Trainer:
             )
         return summary
 
+    def card(self, directory: Path) -> str:
+        """README.md (model card) of the checkpoint written in `directory`: objective, data, budget
+        so far, last validation."""
+        from clozeformer import card
+
+        cfg, st, m = self.cfg, self.state, self.manifest
+        val = {k: round(v, 4) for k, v in getattr(self, "last_val", {}).items() if k.startswith("val_")}
+        facts = {
+            "objective": cfg.objective,
+            "initialised from": cfg.init_from or cfg.model_config or f"preset {cfg.model} (random)",
+            "pretraining data": f"{cfg.data} ({m['train_tokens']:,} training tokens, sequences of {m['seq_len']}, "
+            f"vocabulary {m['vocab_size']:,})",
+            "trained": f"{st.step:,} steps, {st.tokens:,} tokens, {st.elapsed_s / 60:.1f} minutes",
+            "recipe": f"lr {cfg.lr:g}, {cfg.warmup_steps} warmup steps, batch {cfg.batch_size} x {cfg.grad_accum} accumulation",
+            f"validation at step {getattr(self, 'last_val', {}).get('step')}": val or None,
+        }
+        return card.render(
+            f"{card.architecture_of(directory)} pretrained with clozeformer",
+            card.architecture_of(directory),
+            facts,
+            base_model=cfg.init_from,
+            command=card.command_line(),
+        )
+
     def _eval_and_log(self, pad_batch) -> dict[str, Any]:
         rec = self.evaluate(pad_batch)
         if rec:
             rec = {"kind": "eval", "step": self.state.step, **rec}
+            self.last_val = rec
             self.log.log(rec)
             if self.info.is_main:
                 tqdm.write(

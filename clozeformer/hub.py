@@ -1,0 +1,211 @@
+"""Model names -> local directories: a directory as it is, or a Hugging Face Hub model id.
+
+Every place that takes a model directory (the verbs' `--model`, `pretrain --init-from`,
+`from_pretrained`, the pipelines, the tokenizer) goes through `model_dir`. A Hub id
+(`bert-base-uncased`, `google-bert/bert-base-chinese`, `org/name@revision`) is resolved with
+`huggingface_hub.snapshot_download` into the standard cache (`HF_HUB_CACHE`, else `HF_HOME/hub`),
+fetching only what a BERT model needs: config, tokenizer files, sentence-transformers pooling,
+and the weights (safetensors when the repository has them, else `pytorch_model.bin`, read with
+`weights_only=True`). `HF_TOKEN` is used for private and gated models; with `HF_HUB_OFFLINE=1`
+nothing is fetched and a warm cache is used. A local directory of the same name wins.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from clozeformer.cliutil import add_config_args, config_from_args, flag_help
+from clozeformer.errors import ClozeformerError
+
+#: `name`, `org/name`, optionally `@revision` (a branch, tag or commit): the Hub's repo-id grammar.
+_HUB_ID = re.compile(r"^(?P<repo>[A-Za-z0-9][\w.-]{0,95}(?:/[A-Za-z0-9][\w.-]{0,95})?)(?:@(?P<rev>[\w./-]+))?$")
+
+#: What a BERT-family model directory may need; weights are asked for separately (safetensors first).
+MODEL_FILES = [
+    "config.json",
+    "vocab.txt",
+    "tokenizer.json",
+    "tokenizer_config.json",
+    "special_tokens_map.json",
+    "modules.json",
+    "sentence_bert_config.json",
+    "*Pooling/config.json",
+]
+SAFETENSORS = ["model.safetensors", "model.safetensors.index.json", "model-*.safetensors"]
+PICKLED = ["pytorch_model.bin", "pytorch_model.bin.index.json", "pytorch_model-*.bin"]
+
+
+def parse_hub_id(name: str) -> tuple[str, str | None] | None:
+    """(repo id, revision) when `name` is spelled like a Hub model id, else None."""
+    m = _HUB_ID.match(name)
+    if m is None or ".." in name or "--" in m["repo"] or m["repo"].endswith((".", "-")):
+        return None
+    return m["repo"], m["rev"]
+
+
+def offline() -> bool:
+    """HF_HUB_OFFLINE (or TRANSFORMERS_OFFLINE), read when asked, so a test or a caller can set it."""
+    return any(os.environ.get(v, "").upper() in ("1", "ON", "YES", "TRUE") for v in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE"))
+
+
+def cache_dir() -> Path:
+    """The Hub cache `huggingface_hub` and `transformers` share: HF_HUB_CACHE, else HF_HOME/hub."""
+    if os.environ.get("HF_HUB_CACHE"):
+        return Path(os.path.expandvars(os.path.expanduser(os.environ["HF_HUB_CACHE"])))
+    home = os.environ.get("HF_HOME") or os.path.join(os.environ.get("XDG_CACHE_HOME", "~/.cache"), "huggingface")
+    return Path(os.path.expandvars(os.path.expanduser(home))) / "hub"
+
+
+def model_name(name: str) -> str:
+    """How to report a model: a local directory's absolute path, a Hub id as it was given."""
+    path = Path(name)
+    return name if not path.exists() and parse_hub_id(name) else str(path.resolve())
+
+
+def model_dir(name: str | os.PathLike, what: str = "model") -> Path:
+    """A local directory for `name`: the directory itself when it exists, else the Hub snapshot of
+    the model id `name` (downloaded once into the cache). Raises ClozeformerError (one line) for a
+    missing directory, an unknown or gated model, a missing revision, or no network and no cache."""
+    path = Path(name)
+    if path.exists():
+        return path
+    parsed = parse_hub_id(str(name))
+    if parsed is None:
+        raise ClozeformerError(f"{name}: no such {what} directory (and not a Hugging Face Hub model id)")
+    return _snapshot(*parsed, str(cache_dir()), offline())
+
+
+@functools.lru_cache(maxsize=32)
+def _snapshot(repo: str, revision: str | None, cache: str, local_only: bool) -> Path:
+    """The snapshot directory of `repo` at `revision`, with the model files and one kind of weights."""
+    try:
+        from huggingface_hub import errors, snapshot_download
+    except ImportError:
+        raise ClozeformerError(f"{repo}: loading a Hub model id needs huggingface_hub (pip install huggingface_hub)") from None
+
+    def fetch(patterns: list[str]) -> Path:
+        return Path(
+            snapshot_download(
+                repo,
+                revision=revision,
+                cache_dir=cache,
+                local_files_only=local_only,
+                allow_patterns=patterns,
+                token=os.environ.get("HF_TOKEN") or None,
+            )
+        )
+
+    at = f"{repo}@{revision}" if revision else repo
+    try:
+        snap = fetch(MODEL_FILES + SAFETENSORS)
+        if not any(snap.glob("*.safetensors")):
+            snap = fetch(MODEL_FILES + PICKLED)
+    except errors.GatedRepoError:
+        raise ClozeformerError(
+            f"{at}: a gated model on the Hugging Face Hub: accept its terms on huggingface.co and set HF_TOKEN"
+        ) from None
+    except errors.RevisionNotFoundError:
+        raise ClozeformerError(f"{at}: the Hugging Face Hub has no revision {revision!r} of {repo}") from None
+    except errors.RepositoryNotFoundError:
+        raise ClozeformerError(
+            f"{at}: no such model on the Hugging Face Hub (nor a local directory); a private model needs HF_TOKEN"
+        ) from None
+    except errors.LocalEntryNotFoundError:
+        why = "HF_HUB_OFFLINE is set" if local_only else "the Hugging Face Hub cannot be reached"
+        raise ClozeformerError(
+            f"{at}: not a local directory, not in the Hub cache {cache}, and {why}; download it once with "
+            f"network access (or copy the model directory here)"
+        ) from None
+    except errors.HfHubHTTPError as e:
+        raise ClozeformerError(f"{at}: the Hugging Face Hub answered {e.__class__.__name__}: {str(e).splitlines()[0]}") from None
+    if not (snap / "config.json").is_file():
+        raise ClozeformerError(f"{at}: the Hub repository has no config.json (not a transformers model)")
+    return snap
+
+
+# ----------------------------------------------------------------------------- `clozeformer push`
+
+#: What a pushed model directory consists of; training state (optimizer, RNG, markers) stays home.
+PUSHED = (
+    "config.json",
+    "model.safetensors",
+    "model.safetensors.index.json",
+    "model-*.safetensors",
+    "vocab.txt",
+    "tokenizer.json",
+    "tokenizer_config.json",
+    "special_tokens_map.json",
+    "modules.json",
+    "*Pooling/config.json",
+    "generator/*",
+    "model.onnx",
+    "README.md",
+    "metrics.json",
+    "finetune_config.json",
+    "pretrain_config.json",
+)
+
+
+@dataclass
+class PushConfig:
+    model: str = field(default="", metadata=flag_help("model directory to upload (a finetune output or a checkpoint)"))
+    repo: str = field(default="", metadata=flag_help("Hub repository: org/name (created when missing)"))
+    private: bool = field(default=False, metadata=flag_help("create the repository as private"))
+    branch: str | None = field(default=None, metadata=flag_help("upload to this branch (default: main)"))
+    message: str = field(default="Upload with clozeformer push", metadata=flag_help("commit message"))
+
+    def __post_init__(self) -> None:
+        if not self.model or not (Path(self.model) / "config.json").is_file():
+            raise ClozeformerError(f"--model {self.model!r}: not a model directory (no config.json)")
+        parsed = parse_hub_id(self.repo)
+        if parsed is None or parsed[1] is not None or "/" not in self.repo:
+            raise ClozeformerError(f"--repo {self.repo!r}: give a Hub repository as org/name")
+
+
+def files_to_push(directory: Path) -> list[Path]:
+    """The model's files (relative paths), the pushed set only."""
+    import fnmatch
+
+    files = [p.relative_to(directory) for p in sorted(directory.rglob("*")) if p.is_file()]
+    return [f for f in files if any(fnmatch.fnmatch(f.as_posix(), pattern) for pattern in PUSHED)]
+
+
+def push(cfg: PushConfig) -> str:
+    """Upload the model directory in one commit (with a generated README.md when it has none);
+    returns the commit URL."""
+    from huggingface_hub import CommitOperationAdd, HfApi, errors
+
+    from clozeformer.card import generic_card
+    from clozeformer.infer.runners import read_architecture
+
+    directory = Path(cfg.model)
+    read_architecture(directory)  # refuse what would not load, before any upload
+    files = files_to_push(directory)
+    ops = [CommitOperationAdd(path_in_repo=f.as_posix(), path_or_fileobj=str(directory / f)) for f in files]
+    if Path("README.md") not in files:
+        ops.append(CommitOperationAdd(path_in_repo="README.md", path_or_fileobj=generic_card(directory, cfg.repo).encode()))
+    api = HfApi(token=os.environ.get("HF_TOKEN") or None)
+    try:
+        api.create_repo(cfg.repo, private=cfg.private, exist_ok=True)
+        if cfg.branch:
+            api.create_branch(cfg.repo, branch=cfg.branch, exist_ok=True)
+        info = api.create_commit(cfg.repo, operations=ops, commit_message=cfg.message, revision=cfg.branch)
+    except errors.HfHubHTTPError as e:
+        raise ClozeformerError(f"push to {cfg.repo}: the Hugging Face Hub answered {str(e).splitlines()[0]}") from None
+    except (OSError, ValueError) as e:  # no network, no token
+        raise ClozeformerError(f"push to {cfg.repo}: {e.__class__.__name__}: {str(e).splitlines()[0]}") from None
+    print(f"pushed {len(ops)} files from {directory} to {cfg.repo}: {info.commit_url}")
+    return str(info.commit_url)
+
+
+def add_arguments(parser) -> None:
+    add_config_args(parser, PushConfig)
+
+
+def main(args) -> int:
+    push(config_from_args(PushConfig, args))
+    return 0
