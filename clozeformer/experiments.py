@@ -365,18 +365,17 @@ def _slug(name: str) -> str:
 _PARENT: int | None = None  # in a pool worker: the experiment process's pid
 
 
-def _die_with_parent() -> None:
+def _die_with_parent(parent: int) -> None:
     """Pool-worker initializer: on Linux, ask the kernel to SIGTERM this worker when the experiment
     process dies, so that killing the experiment does not leave orphaned runs burning the CPU. A
     pretraining run takes SIGTERM as "checkpoint and stop"; `_logged` then ends the worker."""
-    import os
     import signal
 
     from clozeformer.procs import die_with_parent
 
     global _PARENT
-    _PARENT = os.getppid()
-    die_with_parent(signal.SIGTERM)
+    _PARENT = parent
+    die_with_parent(signal.SIGTERM, parent)
 
 
 def _logged(log: str, threads: int | None, fn: Callable, *args: Any) -> Any:
@@ -413,13 +412,17 @@ def run_many(cfg: ExperimentConfig, runs: list[tuple[str, Callable, tuple]], out
                 print(f"   {name}: {results[-1]:.4f}", flush=True)
         return results
     import multiprocessing as mp
+    import os
     from concurrent.futures import ProcessPoolExecutor, as_completed
 
     results: list[Any] = [None] * len(runs)
     logs = [out / "logs" / f"{_slug(name)}.log" for name, _, _ in runs]
     print(f"{len(runs)} runs, {cfg.jobs} at a time with {cfg.threads} thread(s) each; logs in {out / 'logs'}", flush=True)
     with ProcessPoolExecutor(
-        max_workers=min(cfg.jobs, len(runs)), mp_context=mp.get_context("spawn"), initializer=_die_with_parent
+        max_workers=min(cfg.jobs, len(runs)),
+        mp_context=mp.get_context("spawn"),
+        initializer=_die_with_parent,
+        initargs=(os.getpid(),),
     ) as pool:
         futures = {pool.submit(_logged, str(logs[i]), cfg.threads, fn, *args): i for i, (_, fn, args) in enumerate(runs)}
         for fut in as_completed(futures):

@@ -392,3 +392,22 @@ def test_sigkill_of_prepare_leaves_no_worker_processes(tmp_path):
     while any(alive(p) for p in workers) and time.monotonic() < deadline:
         time.sleep(0.05)
     assert not [p for p in workers if alive(p)], "workers outlived the killed prepare"
+
+
+def test_a_worker_whose_parent_died_while_it_started_ends_itself():
+    """The race PR_SET_PDEATHSIG leaves open: the parent dies before the child asks for the signal.
+    die_with_parent(parent=...) notices the re-parenting and ends the child at once."""
+    import subprocess
+    import sys
+
+    if not sys.platform.startswith("linux"):
+        pytest.skip("parent-death signals are Linux's")
+    code = (
+        "import os, signal; from clozeformer.procs import die_with_parent\n"
+        "die_with_parent(signal.SIGKILL, parent=os.getppid() + 1_000_000)  # not our parent: it 'died'\n"
+        "print('still alive')"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.returncode == -9 and "still alive" not in out.stdout
+    ok = subprocess.run([sys.executable, "-c", code.replace(" + 1_000_000", "")], capture_output=True, text=True, timeout=120)
+    assert ok.returncode == 0 and "still alive" in ok.stdout

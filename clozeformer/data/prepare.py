@@ -128,12 +128,12 @@ class PrepareConfig:
 _WORKER_BACKEND = None
 
 
-def _init_worker(tokenizer_json: str) -> None:
+def _init_worker(tokenizer_json: str, parent: int) -> None:
     import signal
 
     from clozeformer.procs import die_with_parent
 
-    die_with_parent(signal.SIGKILL)  # a killed `prepare` leaves no tokenizer workers behind
+    die_with_parent(signal.SIGKILL, parent)  # a killed `prepare` leaves no tokenizer workers behind
     # One process per core does the parallelism; tokenizers' own thread pool would oversubscribe.
     os.environ["TOKENIZERS_PARALLELISM"] = "false"
     global _WORKER_BACKEND
@@ -176,7 +176,7 @@ class _TokenizerPool:
             # spawn, not fork: forking after the Rust thread pool (or torch's) started can deadlock.
             # ProcessPoolExecutor, not Pool: a worker that dies is an error here, not a silent respawn.
             self.pool = ProcessPoolExecutor(
-                workers, mp_context=mp.get_context("spawn"), initializer=_init_worker, initargs=(tokenizer_json,)
+                workers, mp_context=mp.get_context("spawn"), initializer=_init_worker, initargs=(tokenizer_json, os.getpid())
             )
             self.max_inflight = 2 * workers + 1
         else:
