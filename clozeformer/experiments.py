@@ -202,22 +202,16 @@ def finetune_standard(cfg: ExperimentConfig, model_dir: Path, task: str, seed: i
     return float(res["best"]["main"]) if res.get("best") else float("nan")
 
 
-def run_pretraining(cfg: ExperimentConfig, out: Path, objective: str, max_steps: int | None) -> tuple[Path, dict]:
-    """The library's pretraining loop; budget = minutes for the first variant, steps after."""
+def _pretrain(cfg: ExperimentConfig, out: Path, **run: Any) -> tuple[Path, dict]:
+    """One `pretrain` run with the experiments' fixed settings (seed 0, no periodic evals, one
+    checkpoint kept, a fresh run dir); `run` gives the data, model source, budget and recipe."""
     from clozeformer.train.config import PretrainConfig
     from clozeformer.train.loop import pretrain
 
     summary = pretrain(
         PretrainConfig(
-            data=cfg.data,
             out=str(out),
-            model=cfg.model,
-            objective=objective,  # type: ignore[arg-type]
-            max_time=None if max_steps else cfg.budget_minutes,
-            max_steps=max_steps,
             batch_size=cfg.batch_size,
-            lr=cfg.lr,
-            warmup_steps=cfg.warmup_steps,
             eval_every=0,
             eval_batches=50,
             seed=0,
@@ -226,9 +220,25 @@ def run_pretraining(cfg: ExperimentConfig, out: Path, objective: str, max_steps:
             num_threads=cfg.threads,
             resume=False,
             progress=cfg.jobs == 1,
+            **run,
         )
     )
     return Path(summary["checkpoint"]), summary
+
+
+def run_pretraining(cfg: ExperimentConfig, out: Path, objective: str, max_steps: int | None) -> tuple[Path, dict]:
+    """The library's pretraining loop; budget = minutes for the first variant, steps after."""
+    return _pretrain(
+        cfg,
+        out,
+        data=cfg.data,
+        model=cfg.model,
+        objective=objective,
+        max_time=None if max_steps else cfg.budget_minutes,
+        max_steps=max_steps,
+        lr=cfg.lr,
+        warmup_steps=cfg.warmup_steps,
+    )
 
 
 #: Task-adaptive pretraining packs the task's text into sequences of the fine-tuning length.
@@ -269,29 +279,15 @@ def prepare_task_text(cfg: ExperimentConfig, task: str, tokenizer_dir: Path, out
 
 def run_tapt(cfg: ExperimentConfig, model_dir: Path, data: Path, out: Path) -> tuple[Path, dict]:
     """`pretrain --init-from model_dir` on one task's prepared text for --tapt-steps steps."""
-    from clozeformer.train.config import PretrainConfig
-    from clozeformer.train.loop import pretrain
-
-    summary = pretrain(
-        PretrainConfig(
-            data=str(data),
-            out=str(out),
-            init_from=str(model_dir),
-            max_steps=cfg.tapt_steps,
-            batch_size=cfg.batch_size,
-            lr=cfg.tapt_lr,
-            warmup_steps=cfg.tapt_warmup_steps,
-            eval_every=0,
-            eval_batches=50,
-            seed=0,
-            tensorboard=False,
-            keep_last=1,
-            num_threads=cfg.threads,
-            resume=False,
-            progress=cfg.jobs == 1,
-        )
+    return _pretrain(
+        cfg,
+        out,
+        data=str(data),
+        init_from=str(model_dir),
+        max_steps=cfg.tapt_steps,
+        lr=cfg.tapt_lr,
+        warmup_steps=cfg.tapt_warmup_steps,
     )
-    return Path(summary["checkpoint"]), summary
 
 
 def tapt_arms(cfg: ExperimentConfig, variants: dict[str, Path], out: Path) -> tuple[dict[str, dict[str, Path]], dict]:
