@@ -78,19 +78,6 @@ def read_token_table(
     if labeled and tags_column not in columns:
         raise ClozeformerError(f"{path}:1: no tag column {tags_column!r} (columns: {', '.join(columns)}); pass --label-column")
 
-    def as_list(v, src: Source, what: str) -> list[str]:
-        if isinstance(v, list):
-            return [str(x) for x in v]
-        if isinstance(v, str):
-            s = v.strip()
-            if s.startswith("["):  # a JSON list inside a CSV cell
-                try:
-                    return [str(x) for x in json.loads(s)]
-                except json.JSONDecodeError:
-                    pass
-            return s.split()
-        raise ClozeformerError(f"{src}: {what} must be a list or a whitespace-separated string")
-
     examples: list[TokenExample] = []
     for src, row in rows:
         words = as_list(row.get(words_column), src, words_column)
@@ -105,6 +92,21 @@ def read_token_table(
     if not examples:
         raise ClozeformerError(f"{path}: no usable rows")
     return examples
+
+
+def as_list(v, src: Source, what: str) -> list[str]:
+    """Words or tags of one row: a list, a JSON list in a string, or a whitespace-separated string."""
+    if isinstance(v, list):
+        return [str(x) for x in v]
+    if isinstance(v, str):
+        s = v.strip()
+        if s.startswith("["):  # a JSON list inside a CSV cell
+            try:
+                return [str(x) for x in json.loads(s)]
+            except json.JSONDecodeError:
+                pass
+        return s.split()
+    raise ClozeformerError(f"{src}: {what} must be a list or a whitespace-separated string")
 
 
 def format_conll(examples: list[TokenExample], predictions: list[list[str]]) -> str:

@@ -205,7 +205,8 @@ def read_examples(
     spec: TaskSpec, source: Any, problems: Problems, labeled: bool | None, cfg: TaskDataConfig | None = None
 ) -> list:
     """The examples of one split: a file through the task's reader, or a dataset split through its
-    columns (the GLUE/SQuAD ones, else cfg's --text-column/--text-pair-column/--label-column)."""
+    columns (the GLUE/SQuAD/CoNLL-2003/SWAG ones, else cfg's --text-column/--text-pair-column/
+    --label-column; --id-column for token and choice tasks)."""
     from clozeformer.tasks.hfdatasets import DatasetSplit
 
     if isinstance(source, DatasetSplit):
@@ -213,6 +214,7 @@ def read_examples(
             "text": getattr(cfg, "text_column", None),
             "text_pair": getattr(cfg, "text_pair_column", None),
             "label": getattr(cfg, "label_column", None),
+            "id": getattr(cfg, "id_column", None),
         }
         return source.read(spec, problems, labeled, columns)
     return spec.read(source, problems, labeled)
