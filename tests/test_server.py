@@ -24,7 +24,9 @@ pytest.importorskip("fastapi")
 pytest.importorskip("uvicorn")
 
 from clozeformer.config import BertConfig  # noqa: E402
+from clozeformer.errors import ClozeformerError  # noqa: E402
 from clozeformer.infer.pipelines import pipeline  # noqa: E402
+from clozeformer.infer.server import ServeConfig  # noqa: E402
 from clozeformer.model import (  # noqa: E402
     BertForMaskedLM,
     BertForQuestionAnswering,
@@ -453,6 +455,40 @@ def test_classification_qa_and_ner_in_the_clients_shapes(dirs, local_clients):
             assert client.post(f"/hf/{tag}", json={"text": "no inputs"}).status_code == 422
 
 
+def test_clients_that_never_finish_their_headers_are_cut_off(dirs):
+    """uvicorn has no header deadline: without one, a client that connects and sends nothing, or
+    half its headers, holds a connection forever. With --header-timeout each gets 408 and is
+    closed; an ordinary client is served meanwhile, and a keep-alive connection that is used
+    again in time keeps working."""
+    import socket
+
+    s = ServerProcess(dirs["mlm"], "--header-timeout", "1.5")
+    try:
+        host, port = s.url.removeprefix("http://").split(":")
+        silent = [socket.create_connection((host, int(port)), timeout=10) for _ in range(10)]
+        partial = []
+        for _ in range(10):
+            c = socket.create_connection((host, int(port)), timeout=10)
+            c.sendall(b"POST /embed HTTP/1.1\r\nHost: x\r\nContent-Type: appl")
+            partial.append(c)
+        t0 = time.time()
+        with httpx.Client(timeout=10) as client:  # one keep-alive connection, used twice within the deadline
+            assert client.post(s.url + "/embed", json={"inputs": "good movie"}).status_code == 200
+            assert time.time() - t0 < 1.0
+            time.sleep(0.5)
+            assert client.post(s.url + "/embed", json={"inputs": "bad movie"}).status_code == 200
+        for c in silent + partial:
+            answer = b""
+            while chunk := c.recv(4096):
+                answer += chunk
+            assert answer.startswith(b"HTTP/1.1 408") and answer.endswith(b"longer than 1.5 s to arrive")
+            c.close()
+        assert 1.0 < time.time() - t0 < 10
+    finally:
+        assert s.stop() in (0, -signal.SIGTERM)
+    assert "Traceback" not in "".join(s.stderr)
+
+
 def test_slow_clients_are_cut_off_and_do_not_block_others(dirs):
     """A flood of clients that send headers and then trickle their bodies (slowloris): each gets
     408 after --body-timeout, and an ordinary request meanwhile is answered at once."""
@@ -486,3 +522,10 @@ def test_slow_clients_are_cut_off_and_do_not_block_others(dirs):
     finally:
         assert s.stop() in (0, -signal.SIGTERM)
     assert "Traceback" not in "".join(s.stderr)
+
+
+@pytest.mark.parametrize("flag", ["header_timeout", "body_timeout", "keep_alive_timeout"])
+@pytest.mark.parametrize("value", [0.0, -1.0, float("nan")])
+def test_timeouts_must_be_positive(flag, value):
+    with pytest.raises(ClozeformerError, match=f"--{flag.replace('_', '-')} must be > 0 seconds"):
+        ServeConfig(model="m", **{flag: value})

@@ -111,6 +111,13 @@ class ServeConfig:
         metadata={"help": "open connections and in-flight requests at most; more are answered 503 (uvicorn limit_concurrency)"},
     )
     keep_alive_timeout: float = field(default=5.0, metadata={"help": "seconds an idle keep-alive connection stays open"})
+    header_timeout: float = field(
+        default=10.0,
+        metadata={
+            "help": "seconds a client may take to send a request's headers, counted from the connection's opening "
+            "or its previous response (slower: 408, connection closed)"
+        },
+    )
     body_timeout: float = field(
         default=30.0, metadata={"help": "seconds a client may take to send a request body (slower: 408, connection freed)"}
     )
@@ -124,10 +131,9 @@ class ServeConfig:
         for name in ("batch_size", "max_items", "max_chars", "max_body_bytes", "top_k", "max_connections"):
             if getattr(self, name) < 1:
                 raise ClozeformerError(f"--{name.replace('_', '-')} must be >= 1, got {getattr(self, name)}")
-        if self.body_timeout <= 0:
-            raise ClozeformerError(f"--body-timeout must be > 0 seconds, got {self.body_timeout}")
-        if self.keep_alive_timeout <= 0:
-            raise ClozeformerError(f"--keep-alive-timeout must be > 0 seconds, got {self.keep_alive_timeout}")
+        for name in ("header_timeout", "body_timeout", "keep_alive_timeout"):
+            if not getattr(self, name) > 0:
+                raise ClozeformerError(f"--{name.replace('_', '-')} must be > 0 seconds, got {getattr(self, name)}")
         if self.max_wait_ms < 0:
             raise ClozeformerError(f"--max-wait-ms must be >= 0, got {self.max_wait_ms}")
         if not 0 <= self.port <= 65535:
@@ -660,6 +666,61 @@ def bind(host: str, port: int) -> socket.socket:
     return sock
 
 
+def header_timeout_protocol(seconds: float) -> type:
+    """uvicorn's h11 protocol with a deadline for each request's headers, which uvicorn lacks: a
+    client that opens a connection (or gets a keep-alive response) and then sends no request, or
+    only part of its headers, is answered 408 and closed after `seconds`, so slow clients cannot
+    hold connections (and file descriptors) forever. Body reads have their own --body-timeout."""
+    import h11
+    from uvicorn.protocols.http.h11_impl import H11Protocol
+
+    class HeaderTimeoutH11Protocol(H11Protocol):
+        _header_timer: asyncio.TimerHandle | None = None
+
+        def _arm(self) -> None:
+            self._disarm()
+            self._header_timer = self.loop.call_later(seconds, self._headers_late)
+
+        def _disarm(self) -> None:
+            if self._header_timer is not None:
+                self._header_timer.cancel()
+                self._header_timer = None
+
+        def _headers_late(self) -> None:
+            self._header_timer = None
+            if self.transport.is_closing() or self.conn.their_state is not h11.IDLE:
+                return  # the headers came; the request is the app's (and --body-timeout's) now
+            if self.conn.our_state is h11.IDLE:
+                self.transport.write(_late_response(seconds))
+            self.transport.close()
+
+        def connection_made(self, transport) -> None:  # type: ignore[override]
+            super().connection_made(transport)
+            self._arm()
+
+        def handle_events(self) -> None:
+            super().handle_events()
+            if self.conn.their_state is not h11.IDLE:
+                self._disarm()
+
+        def on_response_complete(self) -> None:
+            super().on_response_complete()
+            if not self.transport.is_closing():
+                self._arm()
+
+        def connection_lost(self, exc: Exception | None) -> None:
+            self._disarm()
+            super().connection_lost(exc)
+
+    return HeaderTimeoutH11Protocol
+
+
+def _late_response(seconds: float) -> bytes:
+    body = f"the request headers took longer than {seconds:g} s to arrive".encode()
+    head = "HTTP/1.1 408 Request Timeout\r\ncontent-type: text/plain; charset=utf-8\r\nconnection: close\r\n"
+    return head.encode() + f"content-length: {len(body)}\r\n\r\n".encode() + body
+
+
 # ----------------------------------------------------------------------------- `serve` verb
 
 
@@ -693,6 +754,7 @@ def main(args: argparse.Namespace) -> int:
             access_log=cfg.log_level == "debug",
             limit_concurrency=cfg.max_connections,
             timeout_keep_alive=cfg.keep_alive_timeout,
+            http=header_timeout_protocol(cfg.header_timeout),
         )
     )
     server.run(sockets=[sock])
