@@ -489,6 +489,27 @@ def test_clients_that_never_finish_their_headers_are_cut_off(dirs):
     assert "Traceback" not in "".join(s.stderr)
 
 
+def test_clients_that_leave_mid_body_are_handled_quietly(dirs):
+    """Clients that announce a body, send part of it and disconnect: no "Exception in ASGI
+    application" traceback in the log, and the server goes on serving."""
+    import socket
+
+    s = ServerProcess(dirs["mlm"])
+    try:
+        host, port = s.url.removeprefix("http://").split(":")
+        for _ in range(20):
+            c = socket.create_connection((host, int(port)), timeout=10)
+            c.sendall(b'POST /embed HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{"in')
+            time.sleep(0.02)
+            c.close()
+        time.sleep(0.5)
+        assert httpx.post(s.url + "/embed", json={"inputs": "good movie"}, timeout=10).status_code == 200
+    finally:
+        assert s.stop() in (0, -signal.SIGTERM)
+    log = "".join(s.stderr)
+    assert "Traceback" not in log and "Exception in ASGI" not in log
+
+
 def test_slow_clients_are_cut_off_and_do_not_block_others(dirs):
     """A flood of clients that send headers and then trickle their bodies (slowloris): each gets
     408 after --body-timeout, and an ordinary request meanwhile is answered at once."""
