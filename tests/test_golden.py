@@ -40,6 +40,7 @@ def trace(root: Path) -> list[float]:
         warmup_steps=3,
         seed=0,
         num_threads=1,
+        precision="fp32",  # the trace is fp32's; `auto` would be bf16 on CPUs with AMX
         eval_every=0,
         progress=False,
         tensorboard=False,
