@@ -63,7 +63,7 @@ def main() -> int:
             input=corpus, tokenizer=str(args.out / "tok"), out=str(data), seq_len=args.seq_len, val_fraction=0.01, progress=False
         )
     )
-    print(f"data: {manifest['num_train']} sequences of {args.seq_len} ({time.perf_counter() - t0:.0f}s)")
+    print(f"data: {manifest.num_train} sequences of {args.seq_len} ({time.perf_counter() - t0:.0f}s)")
 
     rows = []
     for preset in args.models:
@@ -90,7 +90,7 @@ def main() -> int:
             )
             recs = [r for r in read_metrics(run) if r["kind"] == "train"][args.skip :]
             tok_s = statistics.median(r["tokens_per_s"] for r in recs)
-            cfg = BertConfig.preset(preset, vocab_size=manifest["vocab_size"], position_embedding_type=positions)
+            cfg = BertConfig.preset(preset, vocab_size=manifest.vocab_size, position_embedding_type=positions)
             flops = tok_s * mlm_flops_per_token(cfg, args.seq_len, masked_fraction=0.15)
             rows.append(
                 {

@@ -23,6 +23,8 @@ import threading
 import time
 from pathlib import Path
 
+from clozeformer.data.manifest import Manifest
+
 SHARED = Path(os.environ.get("CLOZEFORMER_SHARED_DATA", Path(__file__).resolve().parents[2] / "shared" / "data"))
 
 
@@ -106,7 +108,7 @@ def run_mode(mode: str, inputs: list[str], vocab: Path, out: Path, workers: int,
     if proc.returncode != 0:
         raise SystemExit(f"prepare failed ({proc.returncode}):\n{log}")
     summary = json.loads((out / "prepare_summary.json").read_text())
-    manifest = json.loads((out / "manifest.json").read_text())
+    manifest = Manifest.read(out)
     return {"mode": mode, "wall_s": wall, "summary": summary, "manifest": manifest, **sampled, "log": log}
 
 
@@ -171,8 +173,8 @@ def main() -> None:
         s, m = r["summary"], r["manifest"]
         print(
             f"| {r['mode']} | {r['wall_s']:.1f} | {s['input_bytes'] / 1e6 / r['wall_s']:.2f} | "
-            f"{m['corpus_tokens'] / r['wall_s']:,.0f} | {m['corpus_tokens']:,} | {m['num_train']:,} | "
-            f"{m['num_val']:,} | {m['splits']['train']['mean_length']} | {s['peak_rss_main_mb']:.0f} | "
+            f"{m.corpus_tokens / r['wall_s']:,.0f} | {m.corpus_tokens:,} | {m.num_train:,} | "
+            f"{m.num_val:,} | {m.splits['train'].mean_length} | {s['peak_rss_main_mb']:.0f} | "
             f"{s['peak_rss_worker_mb']:.0f} | {r['tree_peak_mb']:.0f} |"
         )
     if args.single_line_mb:
@@ -183,13 +185,13 @@ def main() -> None:
         print(
             f"\nOne line of {s['input_bytes'] / 1e6:.0f} MB (`--format lines`'s worst case; cut into documents of "
             f"--max-doc-chars): {r['wall_s']:.1f} s, {s['input_bytes'] / 1e6 / r['wall_s']:.2f} MB/s, "
-            f"{m['num_train']:,} train sequences, peak RSS of the process tree {r['tree_peak_mb']:.0f} MB"
+            f"{m.num_train:,} train sequences, peak RSS of the process tree {r['tree_peak_mb']:.0f} MB"
         )
     reader = rows[0]["summary"]["reader_summary"]
     print(f"\nreader: {reader}")
     if any(r["mode"] == "nsp" for r in rows):
         m = next(r["manifest"] for r in rows if r["mode"] == "nsp")
-        print(f"nsp: random-next fraction {m['splits']['train']['random_next_fraction']:.4f}")
+        print(f"nsp: random-next fraction {m.splits['train'].random_next_fraction:.4f}")
     if tmp is not None:
         tmp.cleanup()
 

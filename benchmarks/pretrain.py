@@ -36,7 +36,8 @@ from matmul_ceiling import measure as measure_ceiling  # noqa: E402
 
 from clozeformer.config import BertConfig  # noqa: E402
 from clozeformer.core import Schedule  # noqa: E402
-from clozeformer.data.loader import MaskingConfig, PretrainLoader, read_manifest  # noqa: E402
+from clozeformer.data.loader import MaskingConfig, PretrainLoader  # noqa: E402
+from clozeformer.data.manifest import Manifest  # noqa: E402
 from clozeformer.model import BertForMaskedLM, mlm_flops_per_token  # noqa: E402
 from clozeformer.train.config import PretrainConfig  # noqa: E402
 from clozeformer.train.loop import pretrain  # noqa: E402
@@ -44,12 +45,12 @@ from clozeformer.train.metrics import read_metrics  # noqa: E402
 from clozeformer.train.optim import Budget  # noqa: E402
 
 
-def model_config(preset: str, manifest: dict) -> BertConfig:
+def model_config(preset: str, manifest: Manifest) -> BertConfig:
     return BertConfig.preset(
         preset,
-        vocab_size=manifest["vocab_size"],
-        pad_token_id=manifest["special_ids"]["pad"],
-        max_position_embeddings=max(512, manifest["seq_len"]),
+        vocab_size=manifest.vocab_size,
+        pad_token_id=manifest.special_ids.pad,
+        max_position_embeddings=max(512, manifest.seq_len),
     )
 
 
@@ -92,7 +93,7 @@ def run_ours(args, preset: str, out: Path, steps: int, batch: int, max_time: flo
 # ----------------------------------------------------------------------------- the transformers loop
 
 
-def hf_model(preset: str, manifest: dict):
+def hf_model(preset: str, manifest: Manifest):
     import transformers
 
     c = model_config(preset, manifest)
@@ -111,7 +112,7 @@ def hf_model(preset: str, manifest: dict):
 def run_hf(args, preset: str, steps: int | None, batch: int, max_time: float | None = None) -> dict:
     torch.manual_seed(args.seed)
     torch.set_num_threads(args.threads)
-    manifest = read_manifest(args.data)
+    manifest = Manifest.read(args.data)
     model = hf_model(preset, manifest).train()
     decay = [p for n, p in model.named_parameters() if not ("bias" in n or "LayerNorm" in n)]
     no_decay = [p for n, p in model.named_parameters() if "bias" in n or "LayerNorm" in n]
@@ -123,7 +124,7 @@ def run_hf(args, preset: str, steps: int | None, batch: int, max_time: float | N
         foreach=True,
     )
     loader = PretrainLoader(args.data, "train", batch_size=batch, seed=args.seed, masking=MaskingConfig())
-    tokens_per_step = batch * manifest["seq_len"]
+    tokens_per_step = batch * manifest.seq_len
     budget = Budget(steps, None, max_time * 60 if max_time else None, tokens_per_step)
     sched = Schedule("linear", args.warmup_steps)
     it, step, elapsed, times, losses = iter(loader), 0, 0.0, [], []
@@ -181,12 +182,12 @@ def val_mlm(forward, data: Path, batch: int, max_batches: int) -> dict:
 
 
 def throughput(args) -> None:
-    manifest = read_manifest(args.data)
-    seq = manifest["seq_len"]
+    manifest = Manifest.read(args.data)
+    seq = manifest.seq_len
     ceiling, _ = measure_ceiling(args.threads, (512, 1024, 2048), torch.float32, 1.0)
     print(
         f"fp32 matmul ceiling ({args.threads} threads): {ceiling:.1f} GFLOP/s; data {args.data} "
-        f"(seq_len {seq}, vocab {manifest['vocab_size']})\n",
+        f"(seq_len {seq}, vocab {manifest.vocab_size})\n",
         flush=True,
     )
     rows = []
@@ -217,7 +218,7 @@ def throughput(args) -> None:
 def wallclock(args) -> None:
     preset, minutes = args.models[0], args.wallclock
     batch = args.batch_size or 32
-    manifest = read_manifest(args.data)
+    manifest = Manifest.read(args.data)
     with tempfile.TemporaryDirectory() as tmp:
         ours = run_ours(args, preset, Path(tmp) / "run", 0, batch, max_time=minutes)
         ours_model = BertForMaskedLM.from_pretrained(ours["summary"]["checkpoint"]).eval()
@@ -239,7 +240,7 @@ def wallclock(args) -> None:
         ("transformers", hf["steps"], hf["tokens"], hf["elapsed_s"], val_mlm(fwd_hf, args.data, batch, args.eval_batches))
     )
     print(
-        f"\n{preset}, {minutes:g} min each, batch {batch} x {manifest['seq_len']}, lr {args.lr} "
+        f"\n{preset}, {minutes:g} min each, batch {batch} x {manifest.seq_len}, lr {args.lr} "
         f"(warmup {args.warmup_steps} steps, linear decay to the deadline), fp32, {args.threads} threads\n"
     )
     print("| trainer | steps | tokens | tokens/s | val MLM loss | val MLM acc | val ppl |")

@@ -475,9 +475,9 @@ def run(cfg: ExperimentConfig) -> dict:
             tapt, tapt_info = tapt_arms(cfg, variants, out)
             variants.update(tapt)
     elif cfg.name == "nsp-ablation":
-        from clozeformer.data.loader import read_manifest
+        from clozeformer.data.manifest import Manifest
 
-        if not given and read_manifest(cfg.data).get("mode") != "nsp":
+        if not given and not Manifest.read(cfg.data).nsp:
             raise ClozeformerError(f"{cfg.data}: nsp-ablation needs NSP-prepared data (clozeformer prepare --mode nsp)")
         arm_a = ("pretrain mlm+nsp", run_pretraining, (cfg, out / "pretrain-mlm-nsp", "mlm_nsp", steps))
         if given:

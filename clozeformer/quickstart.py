@@ -206,7 +206,7 @@ def run(cfg: QuickstartConfig) -> dict:
         )
     )
     timings["prepare"] = time.perf_counter() - t
-    print(f"  {manifest['num_train']} train / {manifest['num_val']} val sequences ({timings['prepare']:.0f}s)")
+    print(f"  {manifest.num_train} train / {manifest.num_val} val sequences ({timings['prepare']:.0f}s)")
 
     t = _step("3/6 cloze test with a random (untrained) model")
     torch.manual_seed(cfg.seed)
@@ -295,7 +295,7 @@ def _report(cfg, vocab_size, manifest, summary, final_eval, before, after, score
         "# clozeformer quickstart report",
         "",
         f"Model `{cfg.model}`, vocabulary {vocab_size} WordPiece tokens trained on the bundled corpus, "
-        f"{manifest['num_train']} training sequences of {cfg.seq_len} tokens.",
+        f"{manifest.num_train} training sequences of {cfg.seq_len} tokens.",
         "",
         "## Pretraining (masked language model)",
         "",

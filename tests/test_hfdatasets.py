@@ -15,6 +15,7 @@ import pytest
 datasets = pytest.importorskip("datasets")
 
 from clozeformer.cli import main as cli_main  # noqa: E402
+from clozeformer.data.manifest import Manifest  # noqa: E402
 from clozeformer.data.readers import CorpusReader  # noqa: E402
 from clozeformer.errors import ClozeformerError  # noqa: E402
 from clozeformer.tasks.common import Problems  # noqa: E402
@@ -140,8 +141,8 @@ def test_prepare_and_tokenizer_train_stream_a_dataset(tmp_path, infer_tok):
     infer_tok.save(tok)
     argv = ["prepare", "--input", f"hf:{corpus}", "--tokenizer", str(tok), "--out", str(tmp_path / "data"), "--seq-len", "32"]
     assert cli_main([*argv, "--min-doc-chars", "0", "--val-fraction", "0"]) == 0
-    manifest = json.loads((tmp_path / "data" / "manifest.json").read_text())
-    assert manifest["documents"]["train"] == 40 and manifest["num_train"] > 0
+    manifest = Manifest.read(tmp_path / "data")
+    assert manifest.documents.train == 40 and manifest.num_train > 0
     argv = ["tokenizer", "train", "--input", f"hf:{corpus}", "--vocab-size", "120", "--out", str(tmp_path / "tok2")]
     assert cli_main([*argv, "--min-doc-chars", "0"]) == 0
     assert (tmp_path / "tok2" / "vocab.txt").is_file()

@@ -76,9 +76,10 @@ def rows(batch: dict) -> list[tuple]:
 
 def test_read_manifest(data, tmp_path):
     m = read_manifest(data["nsp"])
-    assert m["mode"] == "nsp" and m["seq_len"] == 24 and m["vocab_size"] == len(VOCAB)
-    assert m["num_train"] > 100 and m["num_val"] > 0
-    assert m["special_ids"] == {"pad": 0, "unk": 2, "cls": 3, "sep": 4, "mask": 5} and m["mask_token_id"] == 5
+    assert m.mode == "nsp" and m.seq_len == 24 and m.vocab_size == len(VOCAB)
+    assert m.num_train > 100 and m.num_val > 0
+    assert m.special_ids.as_dict() == {"pad": 0, "unk": 2, "cls": 3, "sep": 4, "mask": 5}
+    assert json.loads((data["nsp"] / "manifest.json").read_text())["mask_token_id"] == 5
     with pytest.raises(ClozeformerError, match="no such data directory"):
         read_manifest(tmp_path / "nope")
     with pytest.raises(ClozeformerError, match="manifest.json: missing"):
@@ -93,7 +94,7 @@ def test_read_manifest(data, tmp_path):
 
 def test_packed_batches(data):
     loader = PretrainLoader(data["packed"], batch_size=8, seed=1)
-    assert loader.tokens_per_epoch == read_manifest(data["packed"])["train_tokens"]
+    assert loader.tokens_per_epoch == read_manifest(data["packed"]).train_tokens
     for batch in take(loader, 5):
         assert set(batch) == {"input_ids", "token_type_ids", "attention_mask", "labels"}
         ids, attn, labels = batch["input_ids"], batch["attention_mask"], batch["labels"]
@@ -146,7 +147,7 @@ def test_epochs_are_endless_and_reshuffled(data):
 def test_val_is_one_finite_repeatable_pass(data):
     val = PretrainLoader(data["packed"], split="val", batch_size=4, shuffle=False, drop_last=False)
     a, b = list(val), list(val)
-    n = read_manifest(data["packed"])["num_val"]
+    n = read_manifest(data["packed"]).num_val
     assert len(a) == len(val) == -(-n // 4) and sum(x["input_ids"].shape[0] for x in a) == n
     assert all(same(x, y) for x, y in zip(a, b))
 

@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 
 from clozeformer.cli import main as cli_main
+from clozeformer.data.manifest import Manifest, SpecialIds
 from clozeformer.data.prepare import NspBuilder, PackedBuilder, PrepareConfig, _is_val, _val_threshold, prepare
 from clozeformer.errors import ClozeformerError
 from clozeformer.tokenizer import Tokenizer
@@ -58,7 +59,7 @@ def env(tmp_path_factory):
     }
 
 
-def run(env, out: str, **kw) -> tuple[Path, dict]:
+def run(env, out: str, **kw) -> tuple[Path, Manifest]:
     cfg = dict(
         input=[str(env["small"])],
         tokenizer=str(env["tok"]),
@@ -71,15 +72,15 @@ def run(env, out: str, **kw) -> tuple[Path, dict]:
     )
     cfg.update(kw)
     manifest = prepare(PrepareConfig(**cfg))
+    assert Manifest.read(cfg["out"]) == manifest  # what prepare returns is what it wrote
     return Path(cfg["out"]), manifest
 
 
 def sequences(data_dir: Path, split: str, key: str = "tokens") -> list[np.ndarray]:
-    m = json.loads((data_dir / "manifest.json").read_text())
     out = []
-    for sh in m["splits"][split]["shards"]:
-        toks = np.load(data_dir / sh[key])
-        offs = np.load(data_dir / sh["offsets"])
+    for sh in Manifest.read(data_dir).splits[split].shards:
+        toks = np.load(data_dir / getattr(sh, key))
+        offs = np.load(data_dir / sh.offsets)
         out.extend(toks[offs[i] : offs[i + 1]] for i in range(len(offs) - 1))
     return out
 
@@ -155,9 +156,9 @@ def test_nsp_short_seq_prob():
 def test_packed_keeps_every_token_in_order(env):
     out, m = run(env, "packed")
     tok = Tokenizer.from_pretrained(env["tok"])
-    assert m["mode"] == "packed" and m["seq_len"] == 32 and m["vocab_size"] == len(VOCAB)
-    assert m["token_dtype"] == "uint16" and m["special_ids"] == {"pad": 0, "unk": 3, "cls": 4, "sep": 5, "mask": 6}
-    assert m["tokenizer_hash"] == tok.fingerprint
+    assert m.mode == "packed" and m.seq_len == 32 and m.vocab_size == len(VOCAB)
+    assert m.token_dtype == "uint16" and m.special_ids == SpecialIds(pad=0, unk=3, cls=4, sep=5, mask=6)
+    assert m.tokenizer.hash == tok.fingerprint
     assert (out / "tokenizer" / "vocab.txt").read_text() == (env["tok"] / "vocab.txt").read_text()
     assert json.loads((out / "tokenizer" / "tokenizer_config.json").read_text())["do_lower_case"] is True
     assert json.loads((out / "prepare_config.json").read_text())["seq_len"] == 32
@@ -169,23 +170,23 @@ def test_packed_keeps_every_token_in_order(env):
     assert 0.05 < np.mean(is_val) < 0.15
     for split, flag in (("train", False), ("val", True)):
         seqs = sequences(out, split)
-        assert len(seqs) == m[f"num_{split}"] and sum(map(len, seqs)) == m[f"{split}_tokens"]
+        assert len(seqs) == m.splits[split].num_sequences and sum(map(len, seqs)) == m.splits[split].num_tokens
         assert all(s[0] == 4 and s[-1] == 5 and len(s) <= 32 for s in seqs)
         assert all(s[1] != 5 and s[-2] != 5 for s in seqs if len(s) > 2)  # no dangling boundary [SEP]
         got = np.concatenate([s[1:-1] for s in seqs])
         got = got[got != 5]
         want = np.concatenate([np.array(x, dtype=np.int64) for d, v in zip(ids, is_val) if v == flag for x in d])
         assert np.array_equal(got, want)  # nothing lost, nothing reordered
-    assert m["documents"]["train"] + m["documents"]["val"] == len(env["small_docs"])
-    assert m["splits"]["train"]["mean_length"] > 25  # packed sequences are nearly full
+    assert m.documents.train + m.documents.val == len(env["small_docs"])
+    assert m.splits["train"].mean_length > 25  # packed sequences are nearly full
 
 
 def test_nsp_mode_labels_and_structure(env):
     out, m = run(env, "nsp", input=[str(env["big"])], mode="nsp", val_fraction=0.01)
-    assert m["mode"] == "nsp" and m["num_train"] > 9000
-    nsp = np.concatenate([np.load(out / sh["nsp"]) for sh in m["splits"]["train"]["shards"]])
-    b_start = np.concatenate([np.load(out / sh["b_start"]) for sh in m["splits"]["train"]["shards"]])
-    assert abs(nsp.mean() - 0.5) < 0.02 and m["splits"]["train"]["random_next_fraction"] == pytest.approx(nsp.mean())
+    assert m.mode == "nsp" and m.num_train > 9000
+    nsp = np.concatenate([np.load(out / sh.nsp) for sh in m.splits["train"].shards])
+    b_start = np.concatenate([np.load(out / sh.b_start) for sh in m.splits["train"].shards])
+    assert abs(nsp.mean() - 0.5) < 0.02 and m.splits["train"].random_next_fraction == pytest.approx(nsp.mean())
     seqs = sequences(out, "train")
     for s, bs in zip(seqs[:3000], b_start[:3000]):
         assert s[0] == 4 and s[-1] == 5 and s[bs - 1] == 5 and len(s) <= 32
@@ -209,7 +210,7 @@ def test_same_seed_same_bytes_whatever_the_workers(env):
 def test_static_masking_with_dupe_factor(env):
     out1, m1 = run(env, "nodupe", val_fraction=0.0)
     out, m = run(env, "static", val_fraction=0.0, static_masking=True, dupe_factor=3, max_predictions=4)
-    assert m["static_masking"] is True and m["num_train"] == 3 * m1["num_train"] and m["num_val"] == 0
+    assert m.static_masking is True and m.num_train == 3 * m1.num_train and m.num_val == 0
     seqs, labels = sequences(out, "train"), sequences(out, "train", "labels")
     plain = sequences(out1, "train")
     for i in range(0, 60):
@@ -243,7 +244,7 @@ def test_uint32_for_large_vocabs(tmp_path, env):
             progress=False,
         )
     )
-    assert m["token_dtype"] == "uint32"
+    assert m.token_dtype == "uint32"
     seq = sequences(tmp_path / "o", "train")[0]
     ids = (len(VOCAB) + 69000, len(VOCAB) + 65600)  # ids past 65,535 survive
     assert seq.dtype == np.uint32 and all(i in seq.tolist() for i in ids)
@@ -267,8 +268,8 @@ def test_all_formats_through_prepare(tmp_path):
             progress=False,
         )
     )
-    assert m["reader"]["formats"] == {"bert": 1, "jsonl": 1, "lines": 1, "paragraph": 1, "wikiextractor": 1, "wikitext": 1}
-    assert m["num_train"] > 5 and m["documents"]["train"] == m["reader"]["kept"] == 12
+    assert m.reader.formats == {"bert": 1, "jsonl": 1, "lines": 1, "paragraph": 1, "wikiextractor": 1, "wikitext": 1}
+    assert m.num_train > 5 and m.documents.train == m.reader.kept == 12
 
 
 # ----------------------------------------------------------------------------- CLI and bad input
@@ -300,8 +301,8 @@ def test_cli_prepare_and_flags(env, capsys):
     assert rc == 0
     text = capsys.readouterr().out
     assert "== PrepareConfig ==" in text and "mode" in text and "wrote" in text
-    m = json.loads((out / "manifest.json").read_text())
-    assert m["mode"] == "nsp" and m["settings"]["seed"] == 3 and m["num_val"] > 0
+    m = Manifest.read(out)
+    assert m.mode == "nsp" and m.settings["seed"] == 3 and m.num_val > 0
 
 
 @pytest.mark.parametrize(

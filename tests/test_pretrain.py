@@ -137,7 +137,7 @@ def test_masking_flags_reach_the_loader(data, tmp_path):
     for _, batch in zip(range(5), trainer.loader):
         picked = batch["labels"] != -100
         chosen += int(picked.sum())
-        shown_mask += int((batch["input_ids"][picked] == trainer.manifest["special_ids"]["mask"]).sum())
+        shown_mask += int((batch["input_ids"][picked] == trainer.manifest.special_ids.mask).sum())
         real = int(batch["attention_mask"].sum())
     assert shown_mask == chosen  # every chosen token is shown as [MASK]
     assert 0.3 < chosen / (5 * real) < 0.5

@@ -40,7 +40,7 @@ def main(args: argparse.Namespace) -> int:
     print_config(cfg)
     manifest = prepare(cfg)
     print(
-        f"wrote {Path(cfg.out) / 'manifest.json'}: mode={manifest['mode']} seq_len={manifest['seq_len']} "
-        f"train={manifest['num_train']:,} val={manifest['num_val']:,} sequences"
+        f"wrote {Path(cfg.out) / 'manifest.json'}: mode={manifest.mode} seq_len={manifest.seq_len} "
+        f"train={manifest.num_train:,} val={manifest.num_val:,} sequences"
     )
     return 0

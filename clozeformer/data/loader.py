@@ -25,6 +25,7 @@ from typing import Any
 
 import numpy as np
 
+from clozeformer.data.manifest import MANIFEST, Manifest
 from clozeformer.data.masking import (
     IGNORE_INDEX,
     MaskingConfig,
@@ -33,55 +34,17 @@ from clozeformer.data.masking import (
     next_token_labels,
     sample_keys,
 )
-from clozeformer.data.prepare import FORMAT_VERSION, MANIFEST
 from clozeformer.errors import ClozeformerError
-from clozeformer.io import read_json_object
 from clozeformer.padding import pad_right
 
 __all__ = ["PretrainLoader", "PretrainDataset", "MaskingConfig", "read_manifest"]
 
-_REQUIRED = ("mode", "seq_len", "vocab_size", "num_train", "num_val", "special_ids", "splits", "token_dtype")
 VAL_EPOCH = 0  # validation masks are the same on every pass, so val losses are comparable
 
 
-def read_manifest(data_dir: str | Path) -> dict:
-    """The manifest of a prepared DATA_DIR; ClozeformerError when it is missing or corrupt."""
-    path = Path(data_dir) / MANIFEST
-    if not Path(data_dir).is_dir():
-        raise ClozeformerError(f"{data_dir}: no such data directory (run `clozeformer prepare` first)")
-    if not path.is_file():
-        raise ClozeformerError(f"{path}: missing; is {data_dir} a directory written by `clozeformer prepare`?")
-    m = read_json_object(path, "; a corrupt manifest: rerun `clozeformer prepare`")
-    missing = [k for k in _REQUIRED if k not in m]
-    if missing:
-        raise ClozeformerError(f"{path}: corrupt manifest (missing {', '.join(missing)})")
-
-    def typed(key: str, ok: bool, expected: str) -> None:
-        if not ok:
-            raise ClozeformerError(
-                f"{path}: {key} must be {expected}, got {m[key]!r}; a corrupt manifest: rerun `clozeformer prepare`"
-            )
-
-    def count(v: Any, low: int = 0) -> bool:
-        return isinstance(v, int) and not isinstance(v, bool) and v >= low
-
-    for key, low in (("seq_len", 8), ("vocab_size", 1), ("num_train", 0), ("num_val", 0)):
-        typed(key, count(m[key], low), f"an integer >= {low}")
-    typed("special_ids", isinstance(m["special_ids"], dict), "an object")
-    typed("splits", isinstance(m["splits"], dict), "an object")
-    typed("token_dtype", m["token_dtype"] in ("uint16", "int32", "uint32", "int64"), "uint16, int32, uint32 or int64")
-    if not isinstance(m.get("format_version", FORMAT_VERSION), int):
-        typed("format_version", False, "an integer")
-    if m.get("format_version", FORMAT_VERSION) > FORMAT_VERSION:
-        raise ClozeformerError(f"{path}: format_version {m['format_version']} is newer than this clozeformer reads")
-    if m["mode"] not in ("packed", "nsp"):
-        raise ClozeformerError(f"{path}: mode {m['mode']!r} is neither 'packed' nor 'nsp'")
-    for role in ("pad", "cls", "sep", "mask"):
-        if role not in m["special_ids"]:
-            raise ClozeformerError(f"{path}: special_ids lacks {role!r}")
-        if not (count(m["special_ids"][role]) and m["special_ids"][role] < m["vocab_size"]):
-            raise ClozeformerError(f"{path}: special_ids.{role} must be an id below vocab_size, got {m['special_ids'][role]!r}")
-    return m
+def read_manifest(data_dir: str | Path) -> Manifest:
+    """The manifest of a prepared DATA_DIR (`Manifest.read`); ClozeformerError when it is missing or corrupt."""
+    return Manifest.read(data_dir)
 
 
 class PretrainDataset:
@@ -91,34 +54,32 @@ class PretrainDataset:
         if split not in ("train", "val"):
             raise ClozeformerError(f"split={split!r}: expected 'train' or 'val'")
         self.dir = Path(data_dir)
-        self.manifest = read_manifest(self.dir)
+        self.manifest = Manifest.read(self.dir)
         self.split = split
-        self.nsp = self.manifest["mode"] == "nsp"
-        self.static = bool(self.manifest.get("static_masking", False))
-        info = self.manifest["splits"].get(split)
+        self.nsp = self.manifest.nsp
+        self.static = self.manifest.static_masking
+        info = self.manifest.splits.get(split)
         if info is None:
             raise ClozeformerError(f"{self.dir / MANIFEST}: no {split!r} split")
         self.tokens, self.offsets, self.b_start, self.nsp_labels, self.labels = [], [], [], [], []
         counts = []
-        for sh in info["shards"]:
+        for sh in info.shards:
             try:
-                self.tokens.append(np.load(self.dir / sh["tokens"], mmap_mode="r", allow_pickle=False))
-                self.offsets.append(np.load(self.dir / sh["offsets"], allow_pickle=False))
+                self.tokens.append(np.load(self.dir / sh.tokens, mmap_mode="r", allow_pickle=False))
+                self.offsets.append(np.load(self.dir / sh.offsets, allow_pickle=False))
                 if self.nsp:
-                    self.b_start.append(np.load(self.dir / sh["b_start"], allow_pickle=False))
-                    self.nsp_labels.append(np.load(self.dir / sh["nsp"], allow_pickle=False))
+                    self.b_start.append(np.load(self.dir / sh.b_start, allow_pickle=False))
+                    self.nsp_labels.append(np.load(self.dir / sh.nsp, allow_pickle=False))
                 if self.static:
-                    self.labels.append(np.load(self.dir / sh["labels"], mmap_mode="r", allow_pickle=False))
-            except (OSError, ValueError, KeyError) as e:
-                raise ClozeformerError(f"{self.dir}: shard {sh.get('tokens', '?')} is missing or corrupt ({e})") from None
+                    self.labels.append(np.load(self.dir / sh.labels, mmap_mode="r", allow_pickle=False))
+            except (OSError, ValueError) as e:
+                raise ClozeformerError(f"{self.dir}: shard {sh.tokens} is missing or corrupt ({e})") from None
             n = len(self.offsets[-1]) - 1
-            if n != sh["num_sequences"] or self.offsets[-1][-1] != len(self.tokens[-1]):
-                raise ClozeformerError(f"{self.dir / sh['tokens']}: does not match its offsets/manifest (truncated?)")
+            if n != sh.num_sequences or self.offsets[-1][-1] != len(self.tokens[-1]):
+                raise ClozeformerError(f"{self.dir / sh.tokens}: does not match its offsets/manifest (truncated?)")
             counts.append(n)
         self.starts = np.concatenate([[0], np.cumsum(counts, dtype=np.int64)])  # first global index per shard
-        self.num_tokens = int(info["num_tokens"])
-        if self.starts[-1] != info["num_sequences"]:
-            raise ClozeformerError(f"{self.dir / MANIFEST}: {split} shard counts do not add up")
+        self.num_tokens = info.num_tokens
 
     def __len__(self) -> int:
         return int(self.starts[-1])
@@ -175,11 +136,10 @@ class PretrainLoader:
         self.masking = masking or MaskingConfig()
         self.causal = causal
         self.shuffle, self.drop_last = shuffle, drop_last
-        tok_dir = Path(data_dir) / self.manifest.get("tokenizer", {}).get("dir", "tokenizer")
-        tokens = _read_tokens(tok_dir / "vocab.txt", self.manifest["vocab_size"])
-        self.table = TokenTable.from_tokens(tokens, self.manifest["special_ids"])
-        self.pad_id = int(self.manifest["special_ids"]["pad"])
-        self.vocab_size = int(self.manifest["vocab_size"])
+        tokens = _read_tokens(Path(data_dir) / self.manifest.tokenizer_dir / "vocab.txt", self.manifest.vocab_size)
+        self.table = TokenTable.from_tokens(tokens, self.manifest.special_ids.as_dict())
+        self.pad_id = self.manifest.special_ids.pad
+        self.vocab_size = self.manifest.vocab_size
         self.global_batch_size = batch_size * world_size
         n = len(self.dataset)
         if drop_last and n < self.global_batch_size:

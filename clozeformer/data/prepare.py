@@ -13,7 +13,7 @@ in flight, NSP's random-next pool is capped in tokens, shards are flushed every 
 
 Layout of DATA_DIR:
 
-    manifest.json                   counts, settings, special ids, shard list (read_manifest)
+    manifest.json                   counts, settings, special ids, shard list (manifest.py: Manifest)
     tokenizer/                      vocab.txt + tokenizer_config.json of the tokenizer used
     {split}-00000.tokens.npy        all sequences of the shard back to back, uint16 (uint32 if V > 65536);
                                     each is complete: [CLS] ... [SEP]
@@ -41,13 +41,12 @@ from typing import Literal
 import numpy as np
 
 from clozeformer.cliutil import SEED_RANGE
+from clozeformer.data.manifest import FORMAT_VERSION, DocumentCounts, Manifest, Shard, SpecialIds, Split, TokenizerInfo
 from clozeformer.data.masking import MaskingConfig, TokenTable, mask_tokens, sample_keys
-from clozeformer.data.readers import FORMATS, CorpusReader, Document, split_sentences
+from clozeformer.data.readers import FORMATS, CorpusReader, Document, ReaderStats, split_sentences
 from clozeformer.errors import ClozeformerError
 from clozeformer.padding import pad_right
 
-MANIFEST = "manifest.json"
-FORMAT_VERSION = 1
 SPLITS = ("train", "val")
 STATIC_MASK_EPOCH = 1 << 40  # keys of prepare-time masks never collide with a loader epoch's
 CHUNK_CHARS = 1 << 20  # text per worker task
@@ -401,9 +400,8 @@ class ShardWriter:
         self.buf_b: list[int] = []
         self.buf_nsp: list[int] = []
         self.buf_tokens = 0
-        self.shards: list[dict] = []
+        self.shards: list[Shard] = []
         self.num_sequences = 0
-        self.num_tokens = 0
         self.num_random_next = 0
         self.lengths = collections.Counter()
 
@@ -444,34 +442,28 @@ class ShardWriter:
         lens = np.fromiter((len(x) for x in self.buf), dtype=np.int64, count=len(self.buf))
         offsets = np.zeros(len(self.buf) + 1, dtype=np.int64)
         np.cumsum(lens, out=offsets[1:])
-        entry = {
-            "tokens": self._save(f"{stem}.tokens.npy", np.concatenate(self.buf)),
-            "offsets": self._save(f"{stem}.offsets.npy", offsets),
-            "num_sequences": len(self.buf),
-            "num_tokens": int(lens.sum()),
-        }
+        tokens = self._save(f"{stem}.tokens.npy", np.concatenate(self.buf))
+        offsets_file = self._save(f"{stem}.offsets.npy", offsets)
+        files = {}
         if self.nsp:
-            entry["b_start"] = self._save(f"{stem}.b_start.npy", np.asarray(self.buf_b, dtype=np.int32))
-            entry["nsp"] = self._save(f"{stem}.nsp.npy", np.asarray(self.buf_nsp, dtype=np.uint8))
+            files["b_start"] = self._save(f"{stem}.b_start.npy", np.asarray(self.buf_b, dtype=np.int32))
+            files["nsp"] = self._save(f"{stem}.nsp.npy", np.asarray(self.buf_nsp, dtype=np.uint8))
             self.num_random_next += int(sum(self.buf_nsp))
         if self.buf_labels:
-            entry["labels"] = self._save(f"{stem}.labels.npy", np.concatenate(self.buf_labels))
+            files["labels"] = self._save(f"{stem}.labels.npy", np.concatenate(self.buf_labels))
+        self.shards.append(Shard(tokens, offsets_file, len(self.buf), int(lens.sum()), **files))
         self.lengths.update(lens.tolist())
-        self.shards.append(entry)
         self.num_sequences += len(self.buf)
-        self.num_tokens += int(lens.sum())
         self.buf, self.buf_labels, self.buf_b, self.buf_nsp, self.buf_tokens = [], [], [], [], 0
 
-    def close(self) -> dict:
+    def close(self) -> Split:
         self._commit()
         self._flush()
-        out = {"num_sequences": self.num_sequences, "num_tokens": self.num_tokens, "shards": self.shards}
-        if self.nsp:
-            out["random_next_fraction"] = self.num_random_next / max(1, self.num_sequences)
-        if self.num_sequences:
-            out["mean_length"] = round(self.num_tokens / self.num_sequences, 2)
-            out["max_length"] = max(self.lengths)
-        return out
+        return Split(
+            tuple(self.shards),
+            max_length=max(self.lengths) if self.num_sequences else None,
+            random_next_fraction=self.num_random_next / max(1, self.num_sequences) if self.nsp else None,
+        )
 
 
 def _static_masker(table: TokenTable, cfg: MaskingConfig, seed: int, split_code: int):
@@ -501,10 +493,8 @@ def _peak_rss_mb() -> tuple[float, float]:
     return me, kids
 
 
-def prepare(cfg: PrepareConfig) -> dict:
+def prepare(cfg: PrepareConfig) -> Manifest:
     """Run the pipeline; returns the manifest (also written to `cfg.out/manifest.json`)."""
-    from tqdm import tqdm
-
     from clozeformer.cliutil import config_dict
     from clozeformer.io import atomic_dir, atomic_write_json, check_output_dir
     from clozeformer.tokenizer import Tokenizer
@@ -515,148 +505,183 @@ def prepare(cfg: PrepareConfig) -> dict:
         cfg.input, cfg.format, min_doc_chars=cfg.min_doc_chars, dedupe=cfg.dedupe, max_doc_chars=cfg.max_doc_chars
     )
     out = check_output_dir(cfg.out, cfg.overwrite)
-    dtype = np.uint16 if tok.vocab_size <= 1 << 16 else np.uint32
-    sp = tok.special_ids
-    table = TokenTable.from_tokenizer(tok) if cfg.static_masking else None
-    threshold = _val_threshold(cfg.val_fraction)
-    nsp = cfg.mode == "nsp"
-
     with atomic_dir(out, owner="prepare") as tmp:
         os.chmod(tmp, 0o755)  # mkdtemp makes it private; a data dir is meant to be shared
         tok.save(tmp / "tokenizer")
-        writers, builders = {}, {}
-        for code, split in enumerate(SPLITS):
-            masker = _static_masker(table, cfg.masking(), cfg.seed, code) if table is not None else None
-            writers[split] = ShardWriter(tmp, split, dtype, cfg.shard_tokens, nsp, masker)
-            if nsp:
-                builders[split] = NspBuilder(
-                    cfg.seq_len, sp["cls"], sp["sep"], random.Random(cfg.seed * 4 + code), cfg.short_seq_prob, cfg.nsp_pool_tokens
-                )
-            else:
-                builders[split] = PackedBuilder(cfg.seq_len, sp["cls"], sp["sep"])
-        counts = collections.Counter()
-        pool = _TokenizerPool(tok.backend.to_str(), cfg.workers)
-        bar = tqdm(
-            total=reader.disk_bytes_total,
-            unit="B",
-            unit_scale=True,
-            desc="prepare",
-            disable=not cfg.progress,
-            dynamic_ncols=True,
-            smoothing=0.05,
-        )
-        t_start = time.perf_counter()
-
-        def emit(split: str, inst: Instance) -> None:
-            # NSP builds dupe_factor different pairings itself; packed copies differ by their masks only.
-            for _ in range(1 if nsp else cfg.dupe_factor):
-                writers[split].add(inst)
-
-        def consume(meta, results) -> None:
-            for split, (flat, lens) in zip(meta, results):
-                if len(lens) == 0:
-                    counts["empty_documents"] += 1
-                    continue
-                counts[f"{split}_documents"] += 1
-                counts["sentences"] += len(lens)
-                counts["tokens"] += len(flat)
-                sents = np.split(flat, np.cumsum(lens)[:-1])
-                if nsp:
-                    instances = builders[split].add_document(sents, cfg.dupe_factor)
-                else:
-                    instances = builders[split].add_document(sents)
-                for inst in instances:
-                    emit(split, inst)
-            bar.update(reader.disk_bytes_done() - bar.n)
-            dt = max(time.perf_counter() - t_start, 1e-9)
-            bar.set_postfix_str(
-                f"{reader.stats.bytes / dt / 1e6:.1f} MB/s text, {counts['tokens'] / dt / 1e3:.0f}k tok/s", refresh=False
-            )
-
-        try:
-            meta: list[str] = []
-            docs: list[tuple[bool, list[str]]] = []
-            size = 0
-            doc: Document
-            for doc in reader:
-                meta.append("val" if _is_val(doc.digest(), cfg.seed, threshold) else "train")
-                docs.append((doc.presplit, doc.units))
-                size += sum(map(len, doc.units))
-                if size >= CHUNK_CHARS:
-                    for m, r in pool.submit(meta, docs):
-                        consume(m, r)
-                    meta, docs, size = [], [], 0
-            if docs:
-                for m, r in pool.submit(meta, docs):
-                    consume(m, r)
-            for m, r in pool.drain():
-                consume(m, r)
-            pool.close()
-        except BaseException:
-            pool.terminate()
-            raise
-        finally:
-            bar.close()
+        outputs = _split_outputs(cfg, tok, tmp)
+        counts = _tokenize_into(outputs, reader, tok, cfg)
         reader.require_documents()
-        splits = {}
-        for split in SPLITS:
-            for inst in builders[split].finish():
-                emit(split, inst)
-            splits[split] = writers[split].close()
-        if splits["train"]["num_sequences"] == 0:
+        splits = {split: outputs[split].close() for split in SPLITS}
+        if splits["train"].num_sequences == 0:
             raise ClozeformerError(
                 f"no training sequences were produced from {reader.stats.kept:,} documents "
                 f"(all held out? --val-fraction {cfg.val_fraction})"
             )
-        elapsed = time.perf_counter() - t0
-        rss_main, rss_workers = _peak_rss_mb()
-        settings = {k: v for k, v in config_dict(cfg).items() if k not in ("input", "tokenizer", "out", "workers", "progress")}
-        manifest = {
-            "format_version": FORMAT_VERSION,
-            "mode": cfg.mode,
-            "seq_len": cfg.seq_len,
-            "vocab_size": tok.vocab_size,
-            "token_dtype": np.dtype(dtype).name,
-            "static_masking": cfg.static_masking,
-            "dupe_factor": cfg.dupe_factor,
-            "num_train": splits["train"]["num_sequences"],
-            "num_val": splits["val"]["num_sequences"],
-            "train_tokens": splits["train"]["num_tokens"],
-            "val_tokens": splits["val"]["num_tokens"],
-            "special_ids": sp,
-            **{f"{role}_token_id": i for role, i in sp.items()},
-            "tokenizer": {"dir": "tokenizer", "hash": tok.fingerprint, "do_lower_case": tok.do_lower_case},
-            "tokenizer_hash": tok.fingerprint,
-            "documents": {
-                "train": counts["train_documents"],
-                "val": counts["val_documents"],
-                "empty_after_tokenization": counts["empty_documents"],
-            },
-            "sentences": counts["sentences"],
-            "corpus_tokens": counts["tokens"],
-            "reader": reader.stats.as_dict(),
-            "settings": settings,
-            "splits": splits,
-        }
-        summary = {
-            "seconds": round(elapsed, 2),
-            "input_bytes": reader.stats.bytes,
-            "mb_per_s": round(reader.stats.bytes / elapsed / 1e6, 3),
-            "tokens_per_s": round(counts["tokens"] / elapsed, 1),
-            "peak_rss_main_mb": round(rss_main, 1),
-            "peak_rss_worker_mb": round(rss_workers, 1),
-            "workers": cfg.workers,
-            "reader_summary": reader.stats.summary(),
-        }
-        atomic_write_json(tmp / MANIFEST, manifest)
+        elapsed, rss = time.perf_counter() - t0, _peak_rss_mb()
+        manifest = _manifest(cfg, tok, reader.stats, counts, splits)
+        summary = _summary(cfg, reader.stats, counts, elapsed, rss)
+        manifest.write(tmp)
         atomic_write_json(tmp / "prepare_summary.json", summary)
         atomic_write_json(tmp / "prepare_config.json", config_dict(cfg))
-    print(reader.stats.summary(), file=sys.stderr)
+    _print_done(manifest, summary, reader.stats, elapsed, rss, out)
+    return manifest
+
+
+def _token_dtype(tok) -> np.dtype:
+    return np.dtype(np.uint16 if tok.vocab_size <= 1 << 16 else np.uint32)
+
+
+def _split_outputs(cfg: PrepareConfig, tok, directory: Path) -> dict[str, _SplitOutput]:
+    """Each split's sequence builder and shard writer; the split's code seeds its NSP pairing and static masks."""
+    table = TokenTable.from_tokenizer(tok) if cfg.static_masking else None
+    ids = SpecialIds(**tok.special_ids)
+    nsp = cfg.mode == "nsp"
+    outputs = {}
+    for code, split in enumerate(SPLITS):
+        masker = _static_masker(table, cfg.masking(), cfg.seed, code) if table is not None else None
+        writer = ShardWriter(directory, split, _token_dtype(tok), cfg.shard_tokens, nsp, masker)
+        if nsp:
+            rng = random.Random(cfg.seed * 4 + code)
+            builder = NspBuilder(cfg.seq_len, ids.cls, ids.sep, rng, cfg.short_seq_prob, cfg.nsp_pool_tokens)
+        else:
+            builder = PackedBuilder(cfg.seq_len, ids.cls, ids.sep)
+        outputs[split] = _SplitOutput(builder, writer, cfg.dupe_factor)
+    return outputs
+
+
+class _SplitOutput:
+    """One split: its sequence builder (packed or NSP) feeding its shard writer."""
+
+    def __init__(self, builder: PackedBuilder | NspBuilder, writer: ShardWriter, dupe_factor: int) -> None:
+        self.builder, self.writer, self.dupe_factor = builder, writer, dupe_factor
+        self.nsp = isinstance(builder, NspBuilder)
+
+    def add_document(self, sentences: list[np.ndarray]) -> None:
+        if self.nsp:
+            self._write(self.builder.add_document(sentences, self.dupe_factor))
+        else:
+            self._write(self.builder.add_document(sentences))
+
+    def _write(self, instances: Iterator[Instance]) -> None:
+        for inst in instances:
+            # NSP builds dupe_factor different pairings itself; packed copies differ by their masks only.
+            for _ in range(1 if self.nsp else self.dupe_factor):
+                self.writer.add(inst)
+
+    def close(self) -> Split:
+        self._write(self.builder.finish())
+        return self.writer.close()
+
+
+def _chunks(reader: CorpusReader, cfg: PrepareConfig) -> Iterator[tuple[list[str], list[tuple[bool, list[str]]]]]:
+    """The corpus in chunks of ~CHUNK_CHARS of text: (split of each document, its (presplit, units))."""
+    threshold = _val_threshold(cfg.val_fraction)
+    meta: list[str] = []
+    docs: list[tuple[bool, list[str]]] = []
+    size = 0
+    doc: Document
+    for doc in reader:
+        meta.append("val" if _is_val(doc.digest(), cfg.seed, threshold) else "train")
+        docs.append((doc.presplit, doc.units))
+        size += sum(map(len, doc.units))
+        if size >= CHUNK_CHARS:
+            yield meta, docs
+            meta, docs, size = [], [], 0
+    if docs:
+        yield meta, docs
+
+
+def _tokenize_into(outputs: dict[str, _SplitOutput], reader: CorpusReader, tok, cfg: PrepareConfig) -> collections.Counter:
+    """Tokenize the corpus on the worker pool and feed each document, in order, to its split's
+    output; returns the counts of documents, sentences and tokens."""
+    from tqdm import tqdm
+
+    counts = collections.Counter()
+    pool = _TokenizerPool(tok.backend.to_str(), cfg.workers)
+    bar = tqdm(
+        total=reader.disk_bytes_total,
+        unit="B",
+        unit_scale=True,
+        desc="prepare",
+        disable=not cfg.progress,
+        dynamic_ncols=True,
+        smoothing=0.05,
+    )
+    t_start = time.perf_counter()
+
+    def consume(meta, results) -> None:
+        for split, (flat, lens) in zip(meta, results):
+            if len(lens) == 0:
+                counts["empty_documents"] += 1
+                continue
+            counts[f"{split}_documents"] += 1
+            counts["sentences"] += len(lens)
+            counts["tokens"] += len(flat)
+            outputs[split].add_document(np.split(flat, np.cumsum(lens)[:-1]))
+        bar.update(reader.disk_bytes_done() - bar.n)
+        dt = max(time.perf_counter() - t_start, 1e-9)
+        bar.set_postfix_str(
+            f"{reader.stats.bytes / dt / 1e6:.1f} MB/s text, {counts['tokens'] / dt / 1e3:.0f}k tok/s", refresh=False
+        )
+
+    try:
+        for meta, docs in _chunks(reader, cfg):
+            for m, r in pool.submit(meta, docs):
+                consume(m, r)
+        for m, r in pool.drain():
+            consume(m, r)
+        pool.close()
+    except BaseException:
+        pool.terminate()
+        raise
+    finally:
+        bar.close()
+    return counts
+
+
+def _manifest(cfg: PrepareConfig, tok, stats: ReaderStats, counts: collections.Counter, splits: dict[str, Split]) -> Manifest:
+    from clozeformer.cliutil import config_dict
+
+    settings = {k: v for k, v in config_dict(cfg).items() if k not in ("input", "tokenizer", "out", "workers", "progress")}
+    return Manifest(
+        mode=cfg.mode,
+        seq_len=cfg.seq_len,
+        vocab_size=tok.vocab_size,
+        token_dtype=_token_dtype(tok).name,
+        special_ids=SpecialIds(**tok.special_ids),
+        splits=splits,
+        static_masking=cfg.static_masking,
+        dupe_factor=cfg.dupe_factor,
+        format_version=FORMAT_VERSION,
+        tokenizer=TokenizerInfo("tokenizer", tok.fingerprint, tok.do_lower_case),
+        documents=DocumentCounts(counts["train_documents"], counts["val_documents"], counts["empty_documents"]),
+        sentences=counts["sentences"],
+        corpus_tokens=counts["tokens"],
+        reader=stats,
+        settings=settings,
+    )
+
+
+def _summary(cfg: PrepareConfig, stats: ReaderStats, counts: collections.Counter, elapsed: float, rss) -> dict:
+    """prepare_summary.json: how long it took and how much memory it used."""
+    return {
+        "seconds": round(elapsed, 2),
+        "input_bytes": stats.bytes,
+        "mb_per_s": round(stats.bytes / elapsed / 1e6, 3),
+        "tokens_per_s": round(counts["tokens"] / elapsed, 1),
+        "peak_rss_main_mb": round(rss[0], 1),
+        "peak_rss_worker_mb": round(rss[1], 1),
+        "workers": cfg.workers,
+        "reader_summary": stats.summary(),
+    }
+
+
+def _print_done(m: Manifest, summary: dict, stats: ReaderStats, elapsed: float, rss, out: Path) -> None:
+    print(stats.summary(), file=sys.stderr)
     print(
-        f"prepare: {manifest['num_train']:,} train / {manifest['num_val']:,} val sequences "
-        f"({manifest['train_tokens']:,} / {manifest['val_tokens']:,} tokens) in {elapsed:.1f} s, "
+        f"prepare: {m.num_train:,} train / {m.num_val:,} val sequences "
+        f"({m.train_tokens:,} / {m.val_tokens:,} tokens) in {elapsed:.1f} s, "
         f"{summary['mb_per_s']:.2f} MB/s, {summary['tokens_per_s']:,.0f} tokens/s, "
-        f"peak RSS {rss_main:.0f} MB (main) / {rss_workers:.0f} MB (largest worker) -> {out}",
+        f"peak RSS {rss[0]:.0f} MB (main) / {rss[1]:.0f} MB (largest worker) -> {out}",
         file=sys.stderr,
     )
-    return manifest

@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from clozeformer.config import BertConfig
+from clozeformer.data.manifest import Manifest
 from clozeformer.errors import ClozeformerError
 from clozeformer.hub import model_dir
 from clozeformer.model import (
@@ -17,14 +18,14 @@ from clozeformer.model import (
 from clozeformer.train.config import PretrainConfig
 
 
-def build_model(cfg: PretrainConfig, manifest: dict, data_dir: Path, ckpt: Path | None):
+def build_model(cfg: PretrainConfig, manifest: Manifest, data_dir: Path, ckpt: Path | None):
     """BertForMaskedLM (objective mlm), BertForPreTraining (mlm_nsp), BertLMHeadModel (clm) or
     ElectraForPreTraining (electra), from a checkpoint being resumed, --init-from, --model-config or a preset; its vocabulary
     must be the data's. ELECTRA from --init-from: the encoder from that directory, the generator
     from its generator/ (or fresh)."""
     over = {} if cfg.dropout is None else {"hidden_dropout_prob": cfg.dropout, "attention_probs_dropout_prob": cfg.dropout}
     cls = {"mlm_nsp": BertForPreTraining, "clm": BertLMHeadModel}.get(cfg.objective, BertForMaskedLM)
-    vocab, seq_len = manifest["vocab_size"], manifest["seq_len"]
+    vocab, seq_len = manifest.vocab_size, manifest.seq_len
     if ckpt is not None or cfg.init_from:
         source = Path(ckpt) if ckpt is not None else model_dir(cfg.init_from)
         if cfg.objective == "electra":
@@ -52,7 +53,7 @@ def build_model(cfg: PretrainConfig, manifest: dict, data_dir: Path, ckpt: Path 
             config = BertConfig.preset(
                 cfg.model,
                 vocab_size=vocab,
-                pad_token_id=manifest["special_ids"]["pad"],
+                pad_token_id=manifest.special_ids.pad,
                 max_position_embeddings=max(512, seq_len),
                 position_embedding_type=cfg.position_embedding_type or "absolute",
             )

@@ -31,7 +31,8 @@ from tqdm import tqdm
 from clozeformer import __version__
 from clozeformer.cliutil import config_dict, print_config, save_config
 from clozeformer.core import Schedule, clip_and_check, seed_everything, set_lr
-from clozeformer.data.loader import MaskingConfig, PretrainLoader, read_manifest
+from clozeformer.data.loader import MaskingConfig, PretrainLoader
+from clozeformer.data.manifest import Manifest
 from clozeformer.errors import ClozeformerError
 from clozeformer.model import ElectraForPreTraining
 from clozeformer.precision import enable_tf32, resolve_precision
@@ -122,14 +123,14 @@ class Trainer:
         if cfg.deterministic:
             torch.use_deterministic_algorithms(True)
         self.run_dir, self.data_dir = Path(cfg.out), Path(cfg.data)
-        self.manifest = read_manifest(self.data_dir)
+        self.manifest = Manifest.read(self.data_dir)
         self.nsp = cfg.objective == "mlm_nsp"
         self.electra = cfg.objective == "electra"
         self.causal = cfg.objective == "clm"  # next-token labels instead of masking
-        if self.nsp and self.manifest["mode"] != "nsp":
+        if self.nsp and not self.manifest.nsp:
             raise ClozeformerError(
                 f"--objective mlm_nsp needs NSP data, but {self.data_dir / 'manifest.json'} "
-                f"has mode {self.manifest['mode']!r}; prepare it with --mode nsp"
+                f"has mode {self.manifest.mode!r}; prepare it with --mode nsp"
             )
         self.tokenizer_dir = self.data_dir / "tokenizer"
         if not (self.tokenizer_dir / "vocab.txt").is_file():
@@ -155,13 +156,13 @@ class Trainer:
         self.masking = MaskingConfig(
             mlm_probability=cfg.mlm_probability,
             strategy=cfg.masking,
-            max_predictions=cfg.max_predictions or self.manifest["seq_len"],
+            max_predictions=cfg.max_predictions or self.manifest.seq_len,
             whole_word=cfg.whole_word,
             mask_token_prob=cfg.mask_token_prob,
             random_token_prob=cfg.random_token_prob,
         )
         self.loader = self._loader("train")
-        self.tokens_per_step = cfg.batch_size * cfg.grad_accum * info.world_size * self.manifest["seq_len"]
+        self.tokens_per_step = cfg.batch_size * cfg.grad_accum * info.world_size * self.manifest.seq_len
         self.state, self.resume_note = RunState(), None
         torch.manual_seed(cfg.seed + info.rank)  # dropout streams differ per rank
         if self.ckpt is not None:
@@ -252,8 +253,8 @@ class Trainer:
             f"hidden {c.hidden_size}, vocab {c.vocab_size}, {self.n_params:,} parameters"
         )
         print(
-            f"data: {self.data_dir} ({self.manifest['mode']}, seq_len {self.manifest['seq_len']}, "
-            f"{self.manifest['num_train']:,} train / {self.manifest['num_val']:,} val sequences)"
+            f"data: {self.data_dir} ({self.manifest.mode}, seq_len {self.manifest.seq_len}, "
+            f"{self.manifest.num_train:,} train / {self.manifest.num_val:,} val sequences)"
         )
         print(
             f"batch: {cfg.batch_size} x {cfg.grad_accum} accum x {info.world_size} processes = "
@@ -357,7 +358,7 @@ class Trainer:
     @torch.no_grad()
     def evaluate(self, pad_batch: dict[str, torch.Tensor]) -> dict[str, float]:
         """MLM loss / accuracy / perplexity (and NSP accuracy) over the val split, all ranks."""
-        if self.manifest["num_val"] == 0:
+        if self.manifest.num_val == 0:
             return {}
         cfg, info = self.cfg, self.info
         with preserve_rng():
@@ -597,8 +598,8 @@ class Trainer:
         facts = {
             "objective": cfg.objective,
             "initialised from": cfg.init_from or cfg.model_config or f"preset {cfg.model} (random)",
-            "pretraining data": f"{cfg.data} ({m['train_tokens']:,} training tokens, sequences of {m['seq_len']}, "
-            f"vocabulary {m['vocab_size']:,})",
+            "pretraining data": f"{cfg.data} ({m.train_tokens:,} training tokens, sequences of {m.seq_len}, "
+            f"vocabulary {m.vocab_size:,})",
             "trained": f"{st.step:,} steps, {st.tokens:,} tokens, {st.elapsed_s / 60:.1f} minutes",
             "recipe": f"lr {cfg.lr:g}, {cfg.warmup_steps} warmup steps, batch {cfg.batch_size} x {cfg.grad_accum} accumulation",
             f"validation at step {getattr(self, 'last_val', {}).get('step')}": val or None,
