@@ -42,7 +42,7 @@ def trace(root: Path) -> list[float]:
         num_threads=1,
         eval_every=0,
         progress=False,
-        tensorboard=False,
+        report_to=["none"],
     )
     pretrain(cfg)
     return [r["loss"] for r in read_metrics(root / "run") if r["kind"] == "train"]
