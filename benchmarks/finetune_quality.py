@@ -149,6 +149,7 @@ def run_one(task: str, data: list[str], model: str, tokenizer: str | None, out: 
         max_time=args.max_time,
         threads=args.threads,
         eval_batch_size=args.eval_batch_size,
+        report_to=["none"],
     )
     t0 = time.monotonic()
     result = finetune(cfg)

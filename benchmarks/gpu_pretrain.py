@@ -84,7 +84,7 @@ def main() -> int:
                     eval_batches=4,
                     keep_last=1,
                     progress=False,
-                    tensorboard=False,
+                    report_to=["none"],
                     resume=False,
                 )
             )

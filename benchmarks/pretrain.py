@@ -82,7 +82,7 @@ def run_ours(args, preset: str, out: Path, steps: int, batch: int, max_time: flo
         eval_batches=1,
         keep_last=1,
         progress=False,
-        tensorboard=False,
+        report_to=["none"],
         seed=args.seed,
     )
     summary = pretrain(cfg)

@@ -197,6 +197,7 @@ def finetune_standard(cfg: ExperimentConfig, model_dir: Path, task: str, seed: i
             threads=cfg.threads,
             dropout=cfg.finetune_dropout,
             pooling=cfg.finetune_pooling,
+            report_to=["none"],
         )
     )
     return float(res["best"]["main"]) if res.get("best") else float("nan")
@@ -215,7 +216,7 @@ def _pretrain(cfg: ExperimentConfig, out: Path, **run: Any) -> tuple[Path, dict]
             eval_every=0,
             eval_batches=50,
             seed=0,
-            tensorboard=False,
+            report_to=["none"],
             keep_last=1,
             num_threads=cfg.threads,
             resume=False,

@@ -230,7 +230,7 @@ def run(cfg: QuickstartConfig) -> dict:
             eval_every=100,
             eval_batches=20,
             seed=cfg.seed,
-            tensorboard=False,
+            report_to=["none"],
             keep_last=1,
             save_every_minutes=0.0,
             progress=True,
@@ -269,6 +269,7 @@ def run(cfg: QuickstartConfig) -> dict:
                 pooling=cfg.finetune_pooling,
                 seed=cfg.seed,
                 overwrite=True,
+                report_to=["none"],
             )
         )
         results[name] = res

@@ -173,7 +173,7 @@ def small_cfg(data_dir: Path, out: Path, **kw) -> PretrainConfig:
         batch_size=8,
         lr=1e-3,
         progress=False,
-        tensorboard=False,
+        report_to=["none"],
         save_every=3,
         keep_last=5,
     )

@@ -87,7 +87,7 @@ def test_causal_loader_gives_the_text_and_next_tokens(data):
 def test_pretrain_clm_learns_resumes_exactly_and_finetunes_left_to_right(data, tmp_path):
     def cfg(out: Path, **kw) -> PretrainConfig:
         base = dict(data=str(data), out=str(out), model="tiny", objective="clm", batch_size=8, warmup_steps=5)
-        return PretrainConfig(**{**base, "progress": False, "tensorboard": False, "schedule": "constant", **kw})
+        return PretrainConfig(**{**base, "progress": False, "report_to": ["none"], "schedule": "constant", **kw})
 
     full = pretrain(cfg(tmp_path / "full", max_steps=40, eval_every=20))
     train = [r for r in read_metrics(tmp_path / "full") if r["kind"] == "train"]

@@ -146,7 +146,7 @@ def cfg_for(data_dir: Path, out: Path, **kw) -> PretrainConfig:
         batch_size=8,
         warmup_steps=5,
         progress=False,
-        tensorboard=False,
+        report_to=["none"],
     )
     return PretrainConfig(**{**base, **kw})
 
@@ -188,7 +188,8 @@ def test_pretrain_electra_learns_resumes_exactly_and_finetunes(data, tmp_path, c
             "--batch-size",
             "4",
             "--no-progress",
-            "--no-tensorboard",
+            "--report-to",
+            "none",
         ]
     )
     assert rc == 0

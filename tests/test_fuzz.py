@@ -74,7 +74,10 @@ FLAG_VALUES = st.one_of(
 
 @SETTINGS
 @given(
-    st.sampled_from(["--lr", "--epochs", "--seed", "--batch-size", "--warmup-ratio", "--max-seq-len", "--dropout"]), FLAG_VALUES
+    st.sampled_from(
+        ["--lr", "--epochs", "--seed", "--batch-size", "--warmup-ratio", "--max-seq-len", "--dropout", "--report-to"]
+    ),
+    FLAG_VALUES,
 )
 def test_any_finetune_flag_value_is_accepted_or_one_error_line(capsys, flag, value):
     """No --data: a value that passes every check still stops at the first missing input, so

@@ -43,7 +43,7 @@ def trace(root: Path) -> list[float]:
         precision="fp32",  # the trace is fp32's; `auto` would be bf16 on CPUs with AMX
         eval_every=0,
         progress=False,
-        tensorboard=False,
+        report_to=["none"],
     )
     pretrain(cfg)
     return [r["loss"] for r in read_metrics(root / "run") if r["kind"] == "train"]

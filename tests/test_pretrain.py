@@ -34,7 +34,7 @@ def data(tmp_path_factory) -> dict[str, Path]:
 def cfg_for(data_dir: Path, out: Path, **kw) -> PretrainConfig:
     # fp32 unless a test asks otherwise: `auto` is bf16 on CPUs with AMX, and these tests compare losses closely
     base = dict(
-        data=str(data_dir), out=str(out), model="tiny", batch_size=8, lr=1e-3, progress=False, tensorboard=False, precision="fp32"
+        data=str(data_dir), out=str(out), model="tiny", batch_size=8, lr=1e-3, progress=False, report_to=["none"], precision="fp32"
     )
     return PretrainConfig(**{**base, **kw})
 
@@ -71,7 +71,8 @@ def test_cli_learns_logs_and_saves_an_hf_checkpoint(data, tmp_path, capsys, posi
             "--save-every",
             "20",
             "--no-progress",
-            "--no-tensorboard",
+            "--report-to",
+            "none",
             "--position-embedding-type",
             positions,
         ]
@@ -422,7 +423,8 @@ def test_mlm_objective_on_nsp_data_trains_and_evaluates(tmp_path):
                 "--eval-every",
                 "3",
                 "--no-progress",
-                "--no-tensorboard",
+                "--report-to",
+                "none",
             ]
         )
         == 0

@@ -14,6 +14,7 @@ from typing import Literal
 
 from clozeformer.cliutil import SEED_RANGE, flag_help
 from clozeformer.errors import ClozeformerError
+from clozeformer.tracking import REPORT_TO_HELP, resolve_report_to
 
 
 @dataclass
@@ -138,6 +139,7 @@ class FinetuneConfig(TaskDataConfig):
             "a left-to-right model from `pretrain --objective clm`)"
         ),
     )
+    report_to: list[str] | None = field(default=None, metadata=flag_help(REPORT_TO_HELP))
 
     def validate(self) -> None:
         super().validate()
@@ -159,6 +161,7 @@ class FinetuneConfig(TaskDataConfig):
         for ok, msg in checks:
             if not ok:
                 raise ClozeformerError(msg)
+        self.report_to = resolve_report_to(self.report_to)
 
 
 @dataclass

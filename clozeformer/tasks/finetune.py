@@ -22,7 +22,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from clozeformer.cliutil import add_config_args, config_from_args, print_config, save_config
+from clozeformer.cliutil import add_config_args, config_dict, config_from_args, print_config, save_config
 from clozeformer.config import PRESETS
 from clozeformer.core import Schedule, adamw, clip_and_check, param_groups, seed_everything, set_lr
 from clozeformer.device import resolve_device
@@ -38,6 +38,7 @@ from clozeformer.tasks.config import FinetuneConfig
 from clozeformer.tasks.loading import build_task_model, is_preset, load_tokenizer
 from clozeformer.tasks.runner import SplitData, TaskRunner, check_labels, discover_labels, format_scores
 from clozeformer.tasks.spec import TaskSpec, get_task, read_examples, resolve_files
+from clozeformer.tracking import Trackers
 
 # ----------------------------------------------------------------------------- optimisation
 
@@ -145,9 +146,20 @@ class TrainResult:
     history: list[dict]
 
 
-def train(cfg: FinetuneConfig, spec: TaskSpec, data: TaskData, model, tokenizer, device, precision, out: Path) -> TrainResult:
+def train(
+    cfg: FinetuneConfig,
+    spec: TaskSpec,
+    data: TaskData,
+    model,
+    tokenizer,
+    device,
+    precision,
+    out: Path,
+    trackers: Trackers | None = None,
+) -> TrainResult:
     """The loop: length-grouped batches per epoch, the core's optimizer step with its NaN guard,
-    evaluation every epoch (and --eval-every steps), the best checkpoint saved to `out`."""
+    evaluation every epoch (and --eval-every steps), the best checkpoint saved to `out`; each
+    evaluation (scores, mean training loss since the last one) also goes to `trackers`."""
     from tqdm.auto import tqdm
 
     runner, evals, train_feats = data.runner, data.evals, data.train_features
@@ -190,6 +202,9 @@ def train(cfg: FinetuneConfig, spec: TaskSpec, data: TaskData, model, tokenizer,
                 best = entry
                 save()
         history.append(entry)
+        if trackers is not None:
+            trackers.log({"kind": "train", "step": step, "epoch": epoch, "loss": train_loss})
+            trackers.log({"kind": "eval", "step": step, **entry.get("scores", {})})
         model.train()
 
     seed_everything(cfg.seed)
@@ -314,7 +329,10 @@ def finetune(cfg: FinetuneConfig) -> dict:
     )
     if data.labels:
         print(f"labels ({len(data.labels)}): {', '.join(data.labels[:12])}{' ...' if len(data.labels) > 12 else ''}")
-    run = train(cfg, spec, data, model, tokenizer, device, precision, out)
+    with Trackers(cfg.report_to, out, config_dict(cfg), source="clozeformer finetune") as trackers:
+        run = train(cfg, spec, data, model, tokenizer, device, precision, out, trackers)
+        if run.best is not None and run.best.get("scores"):
+            trackers.summary({"kind": "best", "step": run.best["step"], "main": run.best["main"], **run.best["scores"]})
     problems.report()
     steps_per_epoch = F.num_batches(len(data.train_features), cfg.batch_size)
     result = {

@@ -6,7 +6,7 @@ optim.py        AdamW param groups, LAMB, warmup + linear/cosine/constant, step/
 precision.py    fp32 / bf16 / fp16 from the hardware, TF32
 distributed.py  torchrun process group, DDP / FSDP2 wrapping, small collectives
 checkpoint.py   atomic checkpoints, keep-last-K, RNG state, exact resume
-metrics.py      metrics.jsonl (+ TensorBoard when installed)
+metrics.py      metrics.jsonl, passed on to the --report-to trackers (clozeformer/tracking.py)
 loop.py         pretrain(cfg): the training loop
 cli.py, plot.py the `pretrain` and `plot` verbs
 

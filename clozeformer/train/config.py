@@ -13,6 +13,7 @@ from typing import Literal
 from clozeformer.cliutil import SEED_RANGE, flag_help
 from clozeformer.config import POSITION_TYPES, PRESETS
 from clozeformer.errors import ClozeformerError
+from clozeformer.tracking import REPORT_TO_HELP, resolve_report_to
 
 
 @dataclass(frozen=True)
@@ -164,7 +165,7 @@ class PretrainConfig:
     )
     resume_from: str | None = field(default=None, metadata=flag_help("resume from this checkpoint dir"))
     progress: bool = field(default=True, metadata=flag_help("tqdm progress bar"))
-    tensorboard: bool = field(default=True, metadata=flag_help("also log to RUN_DIR/tb when tensorboard is installed"))
+    report_to: list[str] | None = field(default=None, metadata=flag_help(REPORT_TO_HELP))
 
     def __post_init__(self) -> None:
         def bad(msg: str) -> ClozeformerError:
@@ -226,3 +227,7 @@ class PretrainConfig:
             raise bad(f"--min-lr-ratio must be in [0, 1], got {self.min_lr_ratio}")
         if self.optimizer == "lamb" and self.optimizer_impl in ("fused", "foreach"):
             raise bad("--optimizer-impl fused/foreach applies to adamw only")
+        try:
+            self.report_to = resolve_report_to(self.report_to)
+        except ClozeformerError as e:
+            raise bad(str(e)) from None

@@ -36,6 +36,7 @@ from clozeformer.data.manifest import Manifest
 from clozeformer.errors import ClozeformerError
 from clozeformer.model import ElectraForPreTraining
 from clozeformer.precision import enable_tf32, resolve_precision
+from clozeformer.tracking import Trackers
 from clozeformer.train import checkpoint as ckpt_io
 from clozeformer.train import distributed
 from clozeformer.train.build import build_model
@@ -50,7 +51,8 @@ RESUME_FREE_FIELDS = {
     "resume",
     "resume_from",
     "progress",
-    "tensorboard",
+    "tensorboard",  # the flag --report-to replaced
+    "report_to",
     "save_every",
     "save_every_minutes",
     "keep_last",
@@ -488,13 +490,33 @@ class Trainer:
         self.stop_signal = signum
         tqdm.write(f"received {signal.Signals(signum).name}: checkpointing after this step", file=sys.stderr)
 
+    def _trackers(self, resume_step: int | None) -> Trackers:
+        """The --report-to backends (rank 0 reports); every rank learns whether they started."""
+        trackers, error = None, None
+        if self.info.is_main:
+            try:
+                trackers = Trackers(
+                    self.cfg.report_to,
+                    self.run_dir,
+                    config_dict(self.cfg),
+                    resume_step=resume_step,
+                    source="clozeformer pretrain",
+                )
+            except ClozeformerError as e:
+                error = e
+        # unconditional: ranks may disagree on an unset --report-to (tensorboard installed on one node only)
+        if distributed.all_reduce(torch.tensor([0.0 if error else 1.0]), self.info, op="min").item() == 0:
+            raise error or ClozeformerError("rank 0 could not start the --report-to trackers (see its error)")
+        return trackers or Trackers([], self.run_dir, {}, enabled=False)
+
     def run(self) -> dict[str, Any]:
         cfg, info, st = self.cfg, self.info, self.state
         if info.is_main:
             self._banner()
         budget = Budget(cfg.max_steps, cfg.max_tokens, cfg.max_time * 60 if cfg.max_time else None, self.tokens_per_step)
         sched = Schedule(cfg.schedule, cfg.warmup_steps, cfg.min_lr_ratio)
-        self.log = MetricsLog(self.run_dir, info.is_main, st.step if self.ckpt else None, cfg.tensorboard)
+        resume_step = st.step if self.ckpt else None
+        self.log = MetricsLog(self.run_dir, info.is_main, resume_step, self._trackers(resume_step))
         handlers = {}
         if threading.current_thread() is threading.main_thread():
             handlers = {s: signal.signal(s, self._on_signal) for s in (signal.SIGTERM, signal.SIGINT)}
@@ -510,6 +532,7 @@ class Trainer:
         session_start, session_base, first_step = time.monotonic(), st.elapsed_s, st.step
         it, rec, val, stopped_by, last_saved, micro = iter(self.loader), {}, {}, "budget", None, []
         self.raw.train()
+        finished = False
         try:
             while not budget.done(st.step, st.tokens, st.elapsed_s):
                 t0 = time.monotonic()
@@ -563,9 +586,10 @@ class Trainer:
                 val = self._eval_and_log(micro[-1])
             if st.step > first_step and (last_saved is None or last_saved.name != ckpt_io.checkpoint_name(st.step)):
                 last_saved = self.save(stopped_by, final=True)
+            finished = True
         finally:
             bar.close()
-            self.log.close()
+            self.log.close(failed=not finished)
             for s, h in handlers.items():
                 signal.signal(s, h)
         summary = {

@@ -1,4 +1,4 @@
-"""RUN_DIR/metrics.jsonl (one JSON object per line) and, when installed, TensorBoard.
+"""RUN_DIR/metrics.jsonl (one JSON object per line), and the --report-to trackers (clozeformer.tracking).
 
 Every line has "kind" ("train" | "eval" | "event") and "step". On resume the file is cut back
 to the lines of steps <= the checkpoint's step (a killed run may have logged beyond it, and its
@@ -10,9 +10,12 @@ from __future__ import annotations
 import json
 import math
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from clozeformer.io import atomic_write_text
+
+if TYPE_CHECKING:
+    from clozeformer.tracking import Trackers
 
 METRICS_FILE = "metrics.jsonl"
 
@@ -52,38 +55,28 @@ def read_metrics(path: str | Path) -> list[dict[str, Any]]:
 
 
 class MetricsLog:
-    """Appends metrics on the main process; other ranks get a no-op instance."""
+    """Appends metrics on the main process and passes them to `trackers`; other ranks get a no-op instance."""
 
-    def __init__(self, run_dir: Path, enabled: bool, resume_step: int | None, tensorboard: bool):
+    def __init__(self, run_dir: Path, enabled: bool, resume_step: int | None, trackers: Trackers | None = None):
         self.enabled = enabled
         self.path = run_dir / METRICS_FILE
-        self.tb = None
+        self.trackers = trackers
         if not enabled:
             return
         kept = [r for r in read_metrics(self.path) if resume_step is not None and r["step"] <= resume_step]
         atomic_write_text(self.path, "".join(json_line(r) for r in kept))
         self.file = open(self.path, "a", encoding="utf-8")
-        if tensorboard:
-            try:
-                from torch.utils.tensorboard import SummaryWriter
-            except ImportError:  # tensorboard is optional
-                pass
-            else:
-                self.tb = SummaryWriter(str(run_dir / "tb"), purge_step=(resume_step or 0) + 1)
 
     def log(self, record: dict[str, Any]) -> None:
         if not self.enabled:
             return
         self.file.write(json_line(record))
         self.file.flush()  # a SIGKILL loses at most the line being written
-        if self.tb is not None:
-            prefix = record.get("kind", "train")
-            for k, v in record.items():
-                if k not in ("step", "kind") and isinstance(v, (int, float)) and math.isfinite(v):
-                    self.tb.add_scalar(f"{prefix}/{k}", v, record["step"])
+        if self.trackers is not None:
+            self.trackers.log(record)
 
-    def close(self) -> None:
+    def close(self, failed: bool = False) -> None:
         if self.enabled:
             self.file.close()
-            if self.tb is not None:
-                self.tb.close()
+        if self.trackers is not None:
+            self.trackers.close(failed=failed)
