@@ -33,9 +33,8 @@ def data(tmp_path_factory) -> dict[str, Path]:
 
 def cfg_for(data_dir: Path, out: Path, **kw) -> PretrainConfig:
     # fp32 unless a test asks otherwise: `auto` is bf16 on CPUs with AMX, and these tests compare losses closely
-    base = dict(
-        data=str(data_dir), out=str(out), model="tiny", batch_size=8, lr=1e-3, progress=False, report_to=["none"], precision="fp32"
-    )
+    base = dict(data=str(data_dir), out=str(out), model="tiny", batch_size=8, lr=1e-3, progress=False, report_to=["none"])
+    base["precision"] = "fp32"
     return PretrainConfig(**{**base, **kw})
 
 
