@@ -30,7 +30,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from clozeformer.cliutil import add_config_args, config_from_args, flag_help, print_config, save_config
 from clozeformer.errors import ClozeformerError
@@ -80,6 +80,13 @@ class ExperimentConfig:
     )
     warmup_steps: int | None = field(
         default=None, metadata=flag_help("pretraining warmup steps; unset: `pretrain`'s recipe for --model")
+    )
+    precision: Literal["auto", "fp32", "bf16"] = field(
+        default="auto",
+        metadata=flag_help(
+            "pretraining and fine-tuning precision (auto: bf16 on CPUs with AMX and on GPUs, else fp32); "
+            "pin it to compare runs made on different machines"
+        ),
     )
     finetune_lr: float = field(default=1e-4, metadata=flag_help("fine-tuning learning rate"))
     finetune_dropout: float | None = field(
@@ -197,6 +204,7 @@ def finetune_standard(cfg: ExperimentConfig, model_dir: Path, task: str, seed: i
             threads=cfg.threads,
             dropout=cfg.finetune_dropout,
             pooling=cfg.finetune_pooling,
+            precision=cfg.precision,
             report_to=["none"],
         )
     )
@@ -216,6 +224,7 @@ def _pretrain(cfg: ExperimentConfig, out: Path, **run: Any) -> tuple[Path, dict]
             eval_every=0,
             eval_batches=50,
             seed=0,
+            precision=cfg.precision,
             report_to=["none"],
             keep_last=1,
             num_threads=cfg.threads,
@@ -541,7 +550,7 @@ def results_markdown(cfg: ExperimentConfig, result: dict) -> str:
     scores = result["scores"]
     variants = list(scores)
     dropout = "as saved" if cfg.finetune_dropout is None else f"{cfg.finetune_dropout:g}"
-    dropout += f", pooling {cfg.finetune_pooling or 'cls'}"
+    dropout += f", pooling {cfg.finetune_pooling or 'cls'}, precision {cfg.precision}"
     lines = [
         f"### {cfg.name}",
         "",

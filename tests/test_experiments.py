@@ -61,12 +61,19 @@ def test_experiment_runs_and_reports(corpus_data, tmp_path, name, data):
         "2",
         "--batch-size",
         "8",
+        "--precision",
+        "fp32",
         "--out",
         str(out),
     ]
     assert cli_main(argv) == 0
     result = json.loads((out / "results.json").read_text())
     assert len(result["scores"]) == 2
+    # one precision for every run of the experiment, whatever `auto` would pick on this machine
+    ft_configs = list((out / "finetune").glob("*/finetune_config.json"))
+    pre_configs = list(out.glob("pretrain*/pretrain_config.json"))
+    assert ft_configs and pre_configs
+    assert {json.loads(f.read_text())["precision"] for f in ft_configs + pre_configs} == {"fp32"}
     for variant, per_task in result["scores"].items():
         assert len(per_task["sst2"]) == 2 and all(0.0 <= s <= 1.0 for s in per_task["sst2"]), variant
     md = (out / "results.md").read_text()
