@@ -43,6 +43,8 @@ COMMON = [
     "--no-progress",
     "--num-threads",
     "1",
+    "--precision",  # `auto` is bf16 on CPUs with AMX; the trajectories are compared to 1e-5
+    "fp32",
 ]
 
 
