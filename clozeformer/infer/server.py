@@ -27,8 +27,9 @@ more for up to `max_wait_ms` or until `batch_size` sequences wait, and runs them
 threads parallelise each one). Under load, N concurrent clients cost about N/batch_size
 forward passes, not N.
 
-No `from __future__ import annotations` here: FastAPI reads the handlers' annotations at
-runtime, and `Request` is imported lazily (fastapi is an optional extra).
+The app is a `Service` (the state, and one method per route family) whose methods `create_app`
+registers as routes. No `from __future__ import annotations` here: FastAPI reads the endpoints'
+annotations at runtime, and `Request` is imported lazily (fastapi is an optional extra).
 
 Shutdown: on SIGTERM/SIGINT uvicorn stops accepting connections, lets in-flight requests finish
 (up to `graceful_timeout` s), then the lifespan hook drains the collectors and the model thread
@@ -47,13 +48,14 @@ import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any, Literal
 
 from clozeformer import __version__
 from clozeformer.errors import ClozeformerError
 from clozeformer.hub import model_name
 from clozeformer.infer import compat
-from clozeformer.infer.runners import TASKS
+from clozeformer.infer.runners import TASKS, tasks_for
 
 log = logging.getLogger("clozeformer.serve")
 
@@ -348,211 +350,213 @@ def _check_sizes(items: list[Any], cfg: ServeConfig) -> None:
 # ----------------------------------------------------------------------------- the app
 
 
-def create_app(pipes: dict[str, Any], cfg: ServeConfig, info: dict | None = None):
-    """The FastAPI app serving `pipes` ({task: Pipeline}, sharing one runner)."""
-    try:
-        from fastapi import FastAPI, Request
-        from fastapi.responses import JSONResponse
-        from starlette.requests import ClientDisconnect
-    except ImportError:
-        raise ClozeformerError("serving needs fastapi and uvicorn (pip install 'clozeformer[serve]')") from None
-    from clozeformer.infer.pipelines import InputError
+def _error(status: int, message: str, index: int | None = None):
+    """Every error's response: {"error": message} (+ "index" of the offending item)."""
+    from fastapi.responses import JSONResponse
 
-    # One model thread: forward passes run one at a time, each using all intra-op threads.
-    executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="clozeformer-model")
-    batchers = {task: MicroBatcher(p, executor, cfg.batch_size, cfg.max_wait_ms) for task, p in pipes.items()}
-    started = time.time()
-    any_pipe = next(iter(pipes.values()))
+    return JSONResponse({"error": message} if index is None else {"error": message, "index": index}, status_code=status)
+
+
+class Service:
+    """What the app's routes share: the pipelines, the config and one micro-batcher per task on
+    the single model thread. Each route family is one method, `respond(body)` -> JSON; `route`
+    wires it in behind `handle`, which reads the body and turns bad input into its status."""
+
+    def __init__(self, pipes: dict[str, Any], cfg: ServeConfig, info: dict | None = None) -> None:
+        self.pipes, self.cfg, self.extra_info = pipes, cfg, info or {}
+        # One model thread: forward passes run one at a time, each using all intra-op threads.
+        self.executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="clozeformer-model")
+        self.batchers = {task: MicroBatcher(p, self.executor, cfg.batch_size, cfg.max_wait_ms) for task, p in pipes.items()}
+        self.started = time.time()
+        self.any_pipe = next(iter(pipes.values()))
+        self.model_id = self.extra_info.get("model") or "clozeformer"
 
     @contextlib.asynccontextmanager
-    async def lifespan(app):
-        for b in batchers.values():
+    async def lifespan(self, app):
+        for b in self.batchers.values():
             b.start()
         yield
-        for b in batchers.values():  # uvicorn has already let in-flight requests finish
+        for b in self.batchers.values():  # uvicorn has already let in-flight requests finish
             await b.stop()
-        executor.shutdown(wait=True)
-        served = sum(b.stats["requests"] for b in batchers.values())
+        self.executor.shutdown(wait=True)
+        served = sum(b.stats["requests"] for b in self.batchers.values())
         print(f"stopped after serving {served} requests", flush=True)
 
-    app = FastAPI(title="clozeformer", version=__version__, lifespan=lifespan)
+    # -- what every POST route shares
+    def route(self, app, path: str, task: str, respond: Callable, summary: str) -> None:
+        """POST `path`: each request `handle`d for `task` with `respond`."""
+        from fastapi import Request
 
-    def error(status: int, message: str, index: int | None = None) -> JSONResponse:
-        body: dict[str, Any] = {"error": message}
-        if index is not None:
-            body["index"] = index
-        return JSONResponse(body, status_code=status)
+        async def endpoint(request: Request):
+            return await self.handle(task, request, respond)
 
-    @app.exception_handler(Exception)
-    async def internal_error(request: Request, exc: Exception) -> JSONResponse:
-        return error(500, f"internal error: {type(exc).__name__}: {exc}")
+        app.add_api_route(path, endpoint, methods=["POST"], name=path, summary=summary)
 
-    @app.get("/health")
-    async def health() -> dict:
-        return {"status": "ok"}
+    async def handle(self, task: str, request, respond: Callable):
+        """One request of any route family: read and parse the body, `respond(body)`, and map each
+        kind of bad input to its status (see module docstring)."""
+        from fastapi.responses import JSONResponse
+        from starlette.requests import ClientDisconnect
 
-    @app.get("/info")
-    async def get_info() -> dict:
-        labels = getattr(pipes.get("classify") or pipes.get("ner"), "labels", None)
-        return {
-            "clozeformer": __version__,
-            **(info or {}),
-            **any_pipe.runner.describe(),
-            "tasks": list(pipes),
-            "labels": labels,
-            "max_length": any_pipe.max_length,
-            "overlong": cfg.overlong,
-            "limits": {"max_items": cfg.max_items, "max_chars": cfg.max_chars, "max_body_bytes": cfg.max_body_bytes},
-            "batching": {"batch_size": cfg.batch_size, "max_wait_ms": cfg.max_wait_ms},
-            "stats": {task: b.stats for task, b in batchers.items()},
-            "uptime_s": round(time.time() - started, 1),
-        }
+        from clozeformer.infer.pipelines import InputError
 
-    async def read_body(request: Request) -> Any:
+        if (missing := self.not_served(task)) is not None:
+            return missing
+        try:
+            return JSONResponse(await respond(await self.read_body(request)))
+        except ClientDisconnect:  # the client left mid-body: nobody to answer, nothing to log loudly
+            log.debug("client disconnected before sending the whole body of %s", request.url.path)
+            return _error(400, "client disconnected")
+        except HTTPError as e:
+            return _error(e.status, e.message, e.index)
+        except InputError as e:
+            return _error(422, e.reason, e.index)
+        except (ClozeformerError, compat.BadRequest) as e:
+            return _error(422, str(e))
+
+    def not_served(self, task: str):
+        if task in self.pipes:
+            return None
+        arch = self.any_pipe.runner.architecture
+        why = "was not enabled with --tasks" if task in tasks_for(arch) else f"a {arch} has no head for it"
+        return _error(404, f"this server does not serve {task}: {why}; it serves {', '.join(self.pipes)}")
+
+    async def read_body(self, request) -> Any:
+        limit, timeout = self.cfg.max_body_bytes, self.cfg.body_timeout
         declared = request.headers.get("content-length")
-        if declared is not None and declared.isdigit() and int(declared) > cfg.max_body_bytes:
-            raise HTTPError(413, f"request body of {declared} bytes; the limit is {cfg.max_body_bytes}")
+        if declared is not None and declared.isdigit() and int(declared) > limit:
+            raise HTTPError(413, f"request body of {declared} bytes; the limit is {limit}")
         chunks: list[bytes] = []
 
         async def receive() -> None:
             size = 0
             async for chunk in request.stream():
                 size += len(chunk)
-                if size > cfg.max_body_bytes:  # a body without content-length is cut off as it grows
-                    raise HTTPError(413, f"request body over {cfg.max_body_bytes} bytes; the limit is {cfg.max_body_bytes}")
+                if size > limit:  # a body without content-length is cut off as it grows
+                    raise HTTPError(413, f"request body over {limit} bytes; the limit is {limit}")
                 chunks.append(chunk)
 
         try:  # a slow (or slowloris) client cannot hold a connection slot for longer than this
-            await asyncio.wait_for(receive(), cfg.body_timeout)
+            await asyncio.wait_for(receive(), timeout)
         except asyncio.TimeoutError:
-            raise HTTPError(408, f"the request body took longer than {cfg.body_timeout:g} s to arrive") from None
+            raise HTTPError(408, f"the request body took longer than {timeout:g} s to arrive") from None
         raw = b"".join(chunks)
-        if len(raw) > cfg.max_body_bytes:
-            raise HTTPError(413, f"request body of {len(raw)} bytes; the limit is {cfg.max_body_bytes}")
+        if len(raw) > limit:
+            raise HTTPError(413, f"request body of {len(raw)} bytes; the limit is {limit}")
         return parse_body(raw)
 
-    def not_served(task: str) -> JSONResponse | None:
-        if task in pipes:
-            return None
-        arch = any_pipe.runner.architecture
-        why = "was not enabled with --tasks" if _model_supports(arch, task) else f"a {arch} has no head for it"
-        return error(404, f"this server does not serve {task}: {why}; it serves {', '.join(pipes)}")
-
-    async def answer(task: str, items: list[Any], prepare: Callable[[list], None] | None = None) -> list[dict]:
+    async def answer(self, task: str, items: list[Any], prepare: Callable[[list], None] | None = None) -> list[dict]:
         """`items` through `task`'s pipeline: size limits, tokenization, the micro-batched forward
         pass; the results as JSON. `prepare` may mark the tokenized examples (per-request options)."""
-        pipe = pipes[task]
-        _check_sizes(items, cfg)
+        pipe = self.pipes[task]
+        _check_sizes(items, self.cfg)
         if _chars(items) <= INLINE_TOKENIZE_CHARS:
             examples = pipe.preprocess(items)  # microseconds: cheaper than a thread hop
         else:
             examples = await asyncio.to_thread(pipe.preprocess, items)
         if prepare is not None:
             prepare(examples)
-        return [pipe.to_json(r) for r in await batchers[task].submit(examples)]
+        return [pipe.to_json(r) for r in await self.batchers[task].submit(examples)]
 
-    async def handle(task: str, request: Request, respond: Callable) -> JSONResponse:
-        """One request of any route family: read and parse the body, `respond(body)`, and map each
-        kind of bad input to its status (see module docstring)."""
-        missing = not_served(task)
-        if missing is not None:
-            return missing
-        try:
-            try:
-                body = await read_body(request)
-            except ClientDisconnect:  # the client left mid-body: nobody to answer, nothing to log loudly
-                log.debug("client disconnected before sending the whole body of %s", request.url.path)
-                return error(400, "client disconnected")
-            return JSONResponse(await respond(body))
-        except HTTPError as e:
-            return error(e.status, e.message, e.index)
-        except InputError as e:
-            return error(422, e.reason, e.index)
-        except (ClozeformerError, compat.BadRequest) as e:
-            return error(422, str(e))
+    # -- the routes (the GET ones without docstrings: FastAPI would show them in /docs)
+    async def health(self) -> dict:  # GET /health
+        return {"status": "ok"}
 
-    def route(path: str, task: str, respond: Callable, summary: str) -> None:
-        async def endpoint(request: Request) -> JSONResponse:
-            return await handle(task, request, respond)
+    async def info(self) -> dict:  # GET /info
+        cfg, pipe = self.cfg, self.any_pipe
+        return {
+            "clozeformer": __version__,
+            **self.extra_info,
+            **pipe.runner.describe(),
+            "tasks": list(self.pipes),
+            "labels": getattr(self.pipes.get("classify") or self.pipes.get("ner"), "labels", None),
+            "max_length": pipe.max_length,
+            "overlong": cfg.overlong,
+            "limits": {"max_items": cfg.max_items, "max_chars": cfg.max_chars, "max_body_bytes": cfg.max_body_bytes},
+            "batching": {"batch_size": cfg.batch_size, "max_wait_ms": cfg.max_wait_ms},
+            "stats": {task: b.stats for task, b in self.batchers.items()},
+            "uptime_s": round(time.time() - self.started, 1),
+        }
 
-        app.add_api_route(path, endpoint, methods=["POST"], name=path, summary=summary)
+    async def own(self, task: str, body: Any) -> dict:
+        """POST /{task}, our own shape: {"inputs": ...} -> {"results": [...]}."""
+        pipe = self.pipes[task]
+        items = _items(task, body)
+        top_k = body.get("top_k", pipe.top_k) if task == "fill-mask" else None
+        if task == "fill-mask" and (type(top_k) is not int or not 1 <= top_k <= pipe.top_k):
+            raise HTTPError(422, f"top_k must be an integer from 1 to {pipe.top_k}")
+        results = await self.answer(task, items)
+        if task == "fill-mask" and top_k < pipe.top_k:
+            for r in results:
+                for m in r["masks"]:
+                    m["candidates"] = m["candidates"][:top_k]
+        return {"results": results}
 
-    # -- our own routes: {"inputs": ...} -> {"results": [...]}
-    def own(task: str) -> Callable:
-        async def respond(body: Any) -> dict:
-            pipe = pipes[task]
-            items = _items(task, body)
-            top_k = body.get("top_k", pipe.top_k) if task == "fill-mask" else None
-            if task == "fill-mask" and (type(top_k) is not int or not 1 <= top_k <= pipe.top_k):
-                raise HTTPError(422, f"top_k must be an integer from 1 to {pipe.top_k}")
-            results = await answer(task, items)
-            if task == "fill-mask" and top_k < pipe.top_k:
-                for r in results:
-                    for m in r["masks"]:
-                        m["candidates"] = m["candidates"][:top_k]
-            return {"results": results}
+    async def hf(self, tag: str, task: str, body: Any) -> Any:
+        """POST /hf/{tag}, the HF Inference API's shapes: huggingface_hub.InferenceClient(model="http://HOST:PORT/hf/TAG")."""
+        items, single, params = compat.parse_hf(tag, body)
+        top_k = params.get("top_k")
+        if tag == "fill-mask" and top_k is not None and (type(top_k) is not int or not 1 <= top_k <= self.pipes[task].top_k):
+            raise HTTPError(422, f"top_k must be an integer from 1 to {self.pipes[task].top_k}")
+        normalize = params.get("normalize")
+        mark = (lambda exs: [e.data.update(normalize=bool(normalize)) for e in exs]) if normalize is not None else None
+        return compat.to_hf(tag, items, await self.answer(task, items, mark), single, params)
 
-        return respond
-
-    for task in TASKS:
-        route(f"/{task}", task, own(task), f"{task} (see `clozeformer serve --help`)")
-
-    # -- the HF Inference API's shapes: huggingface_hub.InferenceClient(model="http://HOST:PORT/hf/TAG")
-    def hf(tag: str, task: str) -> Callable:
-        async def respond(body: Any) -> Any:
-            items, single, params = compat.parse_hf(tag, body)
-            top_k = params.get("top_k")
-            if tag == "fill-mask" and top_k is not None and (type(top_k) is not int or not 1 <= top_k <= pipes[task].top_k):
-                raise HTTPError(422, f"top_k must be an integer from 1 to {pipes[task].top_k}")
-            normalize = params.get("normalize")
-            mark = (lambda exs: [e.data.update(normalize=bool(normalize)) for e in exs]) if normalize is not None else None
-            return compat.to_hf(tag, items, await answer(task, items, mark), single, params)
-
-        return respond
-
-    for tag, task in compat.HF_TASKS.items():
-        route(f"/hf/{tag}", task, hf(tag, task), f"{tag}, as the Hugging Face Inference API")
-
-    # -- text-embeddings-inference: its /embed, /predict and /rerank under /tei
-    async def tei_embed(body: Any) -> list:
+    async def tei_embed(self, body: Any) -> list:
+        """POST /tei/embed: text-embeddings-inference's /embed (and /predict, /rerank below)."""
         texts, normalize = compat.parse_tei_embed(body)
-        results = await answer("embed", texts, lambda exs: [e.data.update(normalize=normalize) for e in exs])
+        results = await self.answer("embed", texts, lambda exs: [e.data.update(normalize=normalize) for e in exs])
         return [r["embedding"] for r in results]
 
-    async def tei_predict(body: Any) -> Any:
+    async def tei_predict(self, body: Any) -> Any:
         items, single = compat.parse_tei_predict(body)
-        return compat.to_tei_predict(await answer("classify", items), single)
+        return compat.to_tei_predict(await self.answer("classify", items), single)
 
-    async def tei_rerank(body: Any) -> list:
+    async def tei_rerank(self, body: Any) -> list:
         query, texts, return_text = compat.parse_tei_rerank(body)
-        labels = getattr(pipes["classify"], "labels", None)
-        results = await answer("classify", [(query, t) for t in texts])
+        labels = getattr(self.pipes["classify"], "labels", None)
+        results = await self.answer("classify", [(query, t) for t in texts])
         return compat.to_tei_rerank(texts, results, return_text, labels[-1] if labels else None)
 
-    route("/tei/embed", "embed", tei_embed, "embeddings, as text-embeddings-inference")
-    route("/tei/predict", "classify", tei_predict, "classification, as text-embeddings-inference")
-    route("/tei/rerank", "classify", tei_rerank, "cross-encoder reranking, as text-embeddings-inference")
-
-    # -- OpenAI: openai.OpenAI(base_url="http://HOST:PORT/v1").embeddings.create(...)
-    model_id = (info or {}).get("model") or "clozeformer"
-
-    async def openai_embeddings(body: Any) -> dict:
+    async def openai_embeddings(self, body: Any) -> dict:
+        """POST /v1/embeddings, for openai.OpenAI(base_url="http://HOST:PORT/v1").embeddings.create(...)."""
         texts, fmt = compat.parse_openai_embeddings(body)
-        tokens = [0]
+        tokens: list[int] = []
+        results = await self.answer("embed", texts, lambda exs: tokens.extend(len(w.input_ids) for e in exs for w in e.windows))
+        return compat.to_openai_embeddings(results, body.get("model") or self.model_id, fmt, sum(tokens))
 
-        def count(exs: list) -> None:
-            tokens[0] = sum(len(w.input_ids) for e in exs for w in e.windows)
-
-        return compat.to_openai_embeddings(await answer("embed", texts, count), body.get("model") or model_id, fmt, tokens[0])
-
-    route("/v1/embeddings", "embed", openai_embeddings, "embeddings, as the OpenAI API")
-
-    @app.get("/v1/models")
-    async def openai_models() -> dict:
-        model = {"id": model_id, "object": "model", "created": int(started), "owned_by": "clozeformer"}
+    async def openai_models(self) -> dict:  # GET /v1/models
+        model = {"id": self.model_id, "object": "model", "created": int(self.started), "owned_by": "clozeformer"}
         return {"object": "list", "data": [model]}
 
-    add_metrics(app, batchers)
+
+def create_app(pipes: dict[str, Any], cfg: ServeConfig, info: dict | None = None):
+    """The FastAPI app serving `pipes` ({task: Pipeline}, sharing one runner)."""
+    try:
+        from fastapi import FastAPI, Request
+        from fastapi.responses import JSONResponse
+    except ImportError:
+        raise ClozeformerError("serving needs fastapi and uvicorn (pip install 'clozeformer[serve]')") from None
+    service = Service(pipes, cfg, info)
+    app = FastAPI(title="clozeformer", version=__version__, lifespan=service.lifespan)
+
+    @app.exception_handler(Exception)
+    async def internal_error(request: Request, exc: Exception) -> JSONResponse:
+        return _error(500, f"internal error: {type(exc).__name__}: {exc}")
+
+    post = partial(service.route, app)
+    app.add_api_route("/health", service.health, methods=["GET"], name="health")
+    app.add_api_route("/info", service.info, methods=["GET"], name="get_info")
+    for task in TASKS:
+        post(f"/{task}", task, partial(service.own, task), f"{task} (see `clozeformer serve --help`)")
+    for tag, task in compat.HF_TASKS.items():
+        post(f"/hf/{tag}", task, partial(service.hf, tag, task), f"{tag}, as the Hugging Face Inference API")
+    post("/tei/embed", "embed", service.tei_embed, "embeddings, as text-embeddings-inference")
+    post("/tei/predict", "classify", service.tei_predict, "classification, as text-embeddings-inference")
+    post("/tei/rerank", "classify", service.tei_rerank, "cross-encoder reranking, as text-embeddings-inference")
+    post("/v1/embeddings", "embed", service.openai_embeddings, "embeddings, as the OpenAI API")
+    app.add_api_route("/v1/models", service.openai_models, methods=["GET"], name="openai_models")
+    add_metrics(app, service.batchers)
     return app
 
 
@@ -601,18 +605,12 @@ def add_metrics(app, batchers: dict[str, MicroBatcher]) -> None:
         return response
 
 
-def _model_supports(architecture: str, task: str) -> bool:
-    from clozeformer.infer.runners import tasks_for
-
-    return task in tasks_for(architecture)
-
-
 def build_pipelines(cfg: ServeConfig) -> dict[str, Any]:
     """{task: Pipeline} for the tasks to serve, all on one loaded model."""
     import torch
 
     from clozeformer.infer.pipelines import pipeline
-    from clozeformer.infer.runners import load_runner, read_architecture, require_task, tasks_for
+    from clozeformer.infer.runners import load_runner, read_architecture, require_task
     from clozeformer.tokenizer import Tokenizer
 
     if cfg.threads:
