@@ -1,4 +1,5 @@
-"""Generated text for the training tests: a tiny grammar, seeded, blank line between documents."""
+"""Shared test helpers: generated text for the training tests (a tiny grammar, seeded, blank line
+between documents), command lines, and tiny saved models."""
 
 from __future__ import annotations
 
@@ -9,6 +10,33 @@ SUBJECTS = ["the cat", "a dog", "my friend", "the old man", "a small bird", "the
 VERBS = ["sees", "likes", "finds", "wants", "takes", "hears", "paints", "follows"]
 OBJECTS = ["the red ball", "a green tree", "the big house", "an old book", "the blue sea", "a cup of tea"]
 TAILS = ["in the morning", "at night", "every day", "near the river", "with great care", ""]
+
+
+def cli_args(*words: object, **flags: object) -> list[str]:
+    """A command line for `cli.main`: the words, then each flag in order: `budget_steps=3` is
+    `--budget-steps 3`, True a flag without a value, a list several values, None no flag."""
+    argv = [str(w) for w in words]
+    for name, value in flags.items():
+        if value is None:
+            continue
+        argv.append("--" + name.replace("_", "-"))
+        if value is not True:
+            argv += [str(v) for v in value] if isinstance(value, list) else [str(value)]
+    return argv
+
+
+def save_tiny(cls, tok, directory: Path, **config) -> Path:
+    """A randomly initialised `tiny` preset `cls` on `tok`'s vocabulary, saved with `tok` as an
+    HF-format model directory."""
+    from clozeformer.config import BertConfig
+
+    return save_model(cls(BertConfig.preset("tiny", vocab_size=tok.vocab_size, **config)), tok, directory)
+
+
+def save_model(model, tok, directory: Path) -> Path:
+    model.save_pretrained(directory)
+    tok.save(directory)
+    return directory
 
 
 def write_corpus(path: Path, n_docs: int, seed: int = 0) -> None:

@@ -11,7 +11,7 @@ import time
 from pathlib import Path
 
 import pytest
-from synthetic import prepare_data, train_tokenizer, write_corpus
+from synthetic import cli_args, prepare_data, train_tokenizer, write_corpus
 
 from clozeformer.cli import main as cli_main
 
@@ -36,36 +36,19 @@ def corpus_data(tmp_path_factory) -> dict[str, Path]:
     return out
 
 
+def experiment(name: str, corpus_data: dict, data: str | None = "packed", **flags) -> list[str]:
+    """`experiment NAME` on the module's `data` preparation (None: no --data) and SST-2 tasks data,
+    then `flags` as `cli_args` writes them (a flag given here replaces the default in place)."""
+    defaults = {"data": corpus_data[data] if data else None, "tasks_data": corpus_data["glue"]}
+    return cli_args("experiment", name, **{**defaults, **flags})
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("name,data", [("pretrain-vs-scratch", "packed"), ("mlm-vs-clm", "packed"), ("nsp-ablation", "nsp")])
 def test_experiment_runs_and_reports(corpus_data, tmp_path, name, data):
     out = tmp_path / name
-    argv = [
-        "experiment",
-        name,
-        "--data",
-        str(corpus_data[data]),
-        "--tasks-data",
-        str(corpus_data["glue"]),
-        "--tasks",
-        "sst2",
-        "--model",
-        "tiny",
-        "--budget-minutes",
-        "0.03",
-        "--finetune-minutes",
-        "0.05",
-        "--finetune-epochs",
-        "1",
-        "--seeds",
-        "2",
-        "--batch-size",
-        "8",
-        "--precision",
-        "fp32",
-        "--out",
-        str(out),
-    ]
+    argv = experiment(name, corpus_data, data, tasks="sst2", model="tiny", budget_minutes="0.03", finetune_minutes="0.05")
+    argv += cli_args(finetune_epochs=1, seeds=2, batch_size=8, precision="fp32", out=out)
     assert cli_main(argv) == 0
     result = json.loads((out / "results.json").read_text())
     assert len(result["scores"]) == 2
@@ -117,34 +100,10 @@ def test_task_adaptive_pretraining_arms(corpus_data, tmp_path):
     for split in ("train", "dev"):
         (glue / f"{split}.tsv").write_text("sentence\tlabel\n" + "".join(f"{s}\t{y}\n" for s, y in rows))
     out = tmp_path / "tapt"
-    argv = [
-        "experiment",
-        "pretrain-vs-scratch",
-        "--data",
-        str(corpus_data["packed"]),
-        "--tasks-data",
-        str(glue.parent),
-        "--tasks",
-        "sst2",
-        "--model",
-        "tiny",
-        "--budget-steps",
-        "4",
-        "--tapt-steps",
-        "3",
-        "--tapt-warmup-steps",
-        "1",
-        "--finetune-minutes",
-        "0.05",
-        "--finetune-epochs",
-        "1",
-        "--seeds",
-        "1",
-        "--batch-size",
-        "2",
-        "--out",
-        str(out),
-    ]
+    argv = experiment("pretrain-vs-scratch", corpus_data, tasks_data=glue.parent, tasks="sst2", model="tiny", budget_steps=4)
+    argv += cli_args(
+        tapt_steps=3, tapt_warmup_steps=1, finetune_minutes="0.05", finetune_epochs=1, seeds=1, batch_size=2, out=out
+    )
     assert cli_main(argv) == 0
     result = json.loads((out / "results.json").read_text())
     assert list(result["scores"]) == ["pretrained", "scratch", "pretrained+tapt", "scratch+tapt"]
@@ -163,31 +122,11 @@ def test_task_adaptive_pretraining_arms(corpus_data, tmp_path):
 
 
 def test_experiment_errors_are_one_line(corpus_data, tmp_path, capsys):
-    assert (
-        cli_main(
-            [
-                "experiment",
-                "nsp-ablation",
-                "--data",
-                str(corpus_data["packed"]),
-                "--tasks-data",
-                str(corpus_data["glue"]),
-                "--tasks",
-                "sst2",
-                "--out",
-                str(tmp_path / "x"),
-            ]
-        )
-        == 2
-    )
+    assert cli_main(experiment("nsp-ablation", corpus_data, tasks="sst2", out=tmp_path / "x")) == 2
     assert "needs NSP-prepared data" in capsys.readouterr().err
-    assert (
-        cli_main(["experiment", "mlm-vs-clm", "--data", str(corpus_data["packed"]), "--tasks-data", str(tmp_path / "missing")])
-        == 2
-    )
+    assert cli_main(experiment("mlm-vs-clm", corpus_data, tasks_data=tmp_path / "missing")) == 2
     assert "not a directory of GLUE-style tasks" in capsys.readouterr().err
-    argv = ["experiment", "mlm-vs-clm", "--data", str(corpus_data["packed"]), "--tasks-data", str(corpus_data["glue"])]
-    assert cli_main([*argv, "--tapt-steps", "10"]) == 2
+    assert cli_main(experiment("mlm-vs-clm", corpus_data, tapt_steps=10)) == 2
     assert "--tapt-steps: task-adaptive pretraining is an arm of pretrain-vs-scratch" in capsys.readouterr().err
 
 
@@ -195,32 +134,8 @@ def test_experiment_errors_are_one_line(corpus_data, tmp_path, capsys):
 def test_experiment_step_budget_runs_in_parallel_processes(corpus_data, tmp_path, monkeypatch, capsys):
     """--budget-steps gives every arm the same step count; --jobs 2 runs them in two processes."""
     out = tmp_path / "par"
-    argv = [
-        "experiment",
-        "nsp-ablation",
-        "--data",
-        str(corpus_data["nsp"]),
-        "--tasks-data",
-        str(corpus_data["glue"]),
-        "--tasks",
-        "sst2",
-        "--model",
-        "tiny",
-        "--budget-steps",
-        "3",
-        "--finetune-minutes",
-        "0.05",
-        "--finetune-epochs",
-        "1",
-        "--seeds",
-        "1",
-        "--batch-size",
-        "8",
-        "--jobs",
-        "2",
-        "--out",
-        str(out),
-    ]
+    argv = experiment("nsp-ablation", corpus_data, "nsp", tasks="sst2", model="tiny", budget_steps=3, finetune_minutes="0.05")
+    argv += cli_args(finetune_epochs=1, seeds=1, batch_size=8, jobs=2, out=out)
     assert cli_main(argv) == 0
     result = json.loads((out / "results.json").read_text())
     assert [v["steps"] for v in result["pretraining"].values()] == [3, 3]
@@ -238,27 +153,8 @@ def test_experiment_step_budget_runs_in_parallel_processes(corpus_data, tmp_path
     monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "matplotlib" else real_find_spec(name, *a))
     capsys.readouterr()
     again = tmp_path / "again"
-    assert (
-        cli_main(
-            [
-                "experiment",
-                "nsp-ablation",
-                "--pretrained",
-                *map(str, arms),
-                "--tasks-data",
-                str(corpus_data["glue"]),
-                "--tasks",
-                "sst2",
-                "--finetune-epochs",
-                "1",
-                "--seeds",
-                "1",
-                "--out",
-                str(again),
-            ]
-        )
-        == 0
-    )
+    argv = experiment("nsp-ablation", corpus_data, None, pretrained=arms, tasks="sst2", finetune_epochs=1, seeds=1, out=again)
+    assert cli_main(argv) == 0
     assert "note: matplotlib is not installed" in capsys.readouterr().out
     assert not (again / "scores.png").exists() and (again / "results.json").is_file()
     md = (again / "results.md").read_text()
@@ -267,23 +163,7 @@ def test_experiment_step_budget_runs_in_parallel_processes(corpus_data, tmp_path
 
 
 def test_experiment_rejects_a_bad_step_budget(corpus_data, tmp_path, capsys):
-    assert (
-        cli_main(
-            [
-                "experiment",
-                "pretrain-vs-scratch",
-                "--data",
-                str(corpus_data["packed"]),
-                "--tasks-data",
-                str(corpus_data["glue"]),
-                "--budget-steps",
-                "0",
-                "--out",
-                str(tmp_path / "x"),
-            ]
-        )
-        == 2
-    )
+    assert cli_main(experiment("pretrain-vs-scratch", corpus_data, budget_steps=0, out=tmp_path / "x")) == 2
     assert "--budget-steps 0: must be a positive number of steps" in capsys.readouterr().err
 
 
@@ -291,47 +171,15 @@ def test_experiment_checks_its_inputs_before_pretraining(corpus_data, tmp_path, 
     partial = tmp_path / "glue" / "SST-2"
     partial.mkdir(parents=True)
     shutil.copy(corpus_data["glue"] / "SST-2" / "dev.tsv", partial / "dev.tsv")  # no train.tsv
-    assert (
-        cli_main(
-            [
-                "experiment",
-                "mlm-vs-clm",
-                "--data",
-                str(corpus_data["packed"]),
-                "--tasks-data",
-                str(tmp_path / "glue"),
-                "--tasks",
-                "sst2",
-                "--out",
-                str(tmp_path / "x"),
-            ]
-        )
-        == 2
-    )
+    assert cli_main(experiment("mlm-vs-clm", corpus_data, tasks_data=tmp_path / "glue", tasks="sst2", out=tmp_path / "x")) == 2
     assert "--tasks sst2:" in capsys.readouterr().err
     assert not (tmp_path / "x" / "pretrain-mlm").exists()  # nothing was pretrained
-    base = ["--tasks-data", str(corpus_data["glue"]), "--tasks", "sst2", "--out", str(tmp_path / "y")]
-    assert cli_main(["experiment", "mlm-vs-clm", "--pretrained", str(tmp_path), *base]) == 2
+    base = {"pretrained": tmp_path, "tasks": "sst2", "out": tmp_path / "y"}
+    assert cli_main(experiment("mlm-vs-clm", corpus_data, None, **base)) == 2
     assert "--pretrained: mlm-vs-clm takes 2 model dir(s), got 1" in capsys.readouterr().err
-    assert cli_main(["experiment", "pretrain-vs-scratch", "--pretrained", str(tmp_path), *base]) == 2
+    assert cli_main(experiment("pretrain-vs-scratch", corpus_data, None, **base)) == 2
     assert "not a model directory (no config.json)" in capsys.readouterr().err
-    assert (
-        cli_main(
-            [
-                "experiment",
-                "mlm-vs-clm",
-                "--data",
-                str(corpus_data["packed"]),
-                "--tasks-data",
-                str(tmp_path / "glue"),
-                "--tasks",
-                "stsb",
-                "--out",
-                str(tmp_path / "z"),
-            ]
-        )
-        == 2
-    )
+    assert cli_main(experiment("mlm-vs-clm", corpus_data, tasks_data=tmp_path / "glue", tasks="stsb", out=tmp_path / "z")) == 2
     assert "no directory for task 'stsb'" in capsys.readouterr().err  # regression is fine now; missing files are not
 
 
@@ -339,32 +187,9 @@ def test_experiment_checks_its_inputs_before_pretraining(corpus_data, tmp_path, 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="parent-death signal is Linux-only")
 def test_killing_the_experiment_stops_its_worker_processes(corpus_data, tmp_path):
     out = tmp_path / "killed"
+    argv = experiment("nsp-ablation", corpus_data, "nsp", tasks="sst2", model="tiny", budget_steps=1000000, batch_size=2, jobs=2)
     proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "clozeformer",
-            "experiment",
-            "nsp-ablation",
-            "--data",
-            str(corpus_data["nsp"]),
-            "--tasks-data",
-            str(corpus_data["glue"]),
-            "--tasks",
-            "sst2",
-            "--model",
-            "tiny",
-            "--budget-steps",
-            "1000000",
-            "--batch-size",
-            "2",
-            "--jobs",
-            "2",
-            "--out",
-            str(out),
-        ],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
+        [sys.executable, "-m", "clozeformer", *argv, "--out", str(out)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
     )
     children = Path(f"/proc/{proc.pid}/task/{proc.pid}/children")
     deadline = time.monotonic() + 120

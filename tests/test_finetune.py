@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from synthetic import cli_args
 
 from clozeformer.cli import main as cli_main
 from clozeformer.io import OWNER_FILE
@@ -23,6 +24,7 @@ FILLER = "the a of and to in is was it on for with as at by this that from or".s
 TAGS_WORDS = {"paris": "LOC", "london": "LOC", "alice": "PER", "bob": "PER"}
 COLORS = ["red", "blue", "green"]
 SPECIALS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
+FIXTURES = Path(__file__).parent / "fixtures"
 WORDS = sorted(set(FILLER + list(TAGS_WORDS) + COLORS + ["good", "bad", "up", "what", "color", "?", "yes", "no"]))
 
 # hidden 32, 2 layers, 2 heads: small enough to learn a keyword rule in ~100 steps on 1 core
@@ -51,6 +53,25 @@ def sentence(rng: random.Random, n: int = 6) -> list[str]:
 
 def run(argv: list[str]) -> None:
     assert cli_main(argv) == 0
+
+
+def finetune(task: str, data: Path, vocab: Path, out: Path, **flags) -> None:
+    """`finetune --task --data --tokenizer --out`, then `flags` (as `cli_args` writes them) and TINY: must succeed."""
+    run(cli_args("finetune", task=task, data=data, tokenizer=vocab, out=out, **flags) + TINY)
+
+
+def write_keyword_csv(data: Path, rng: random.Random, splits: tuple, columns: list[str], n_words: int = 6) -> Path:
+    """CSV splits of `n_words` filler words and "good" (label pos) or "bad" (neg) at a random place."""
+    data.mkdir()
+    for split, n in splits:
+        with open(data / f"{split}.csv", "w", newline="", encoding="utf-8") as f:
+            w = csv.writer(f)
+            w.writerow(columns)
+            for _ in range(n):
+                words, label = sentence(rng, n_words), rng.choice(["pos", "neg"])
+                words.insert(rng.randrange(len(words)), "good" if label == "pos" else "bad")
+                w.writerow([" ".join(words), label])
+    return data
 
 
 def metrics_of(out: Path) -> dict:
@@ -83,38 +104,9 @@ def test_sequence_classification_end_to_end(tmp_path):
 
     rng = random.Random(0)
     vocab = write_vocab(tmp_path)
-    data = tmp_path / "data"
-    data.mkdir()
-    for split, n in (("train", 320), ("dev", 64), ("test", 16)):
-        with open(data / f"{split}.csv", "w", newline="", encoding="utf-8") as f:
-            w = csv.writer(f)
-            w.writerow(["review", "sentiment"])
-            for _ in range(n):
-                words = sentence(rng)
-                label = rng.choice(["pos", "neg"])
-                words.insert(rng.randrange(len(words)), "good" if label == "pos" else "bad")
-                w.writerow([" ".join(words), label])
+    data = write_keyword_csv(tmp_path / "data", rng, (("train", 320), ("dev", 64), ("test", 16)), ["review", "sentiment"])
     out = tmp_path / "out"
-    run(
-        [
-            "finetune",
-            "--task",
-            "classification",
-            "--data",
-            str(data),
-            "--tokenizer",
-            str(vocab),
-            "--out",
-            str(out),
-            "--text-column",
-            "review",
-            "--label-column",
-            "sentiment",
-            "--epochs",
-            "3",
-            *TINY,
-        ]
-    )
+    finetune("classification", data, vocab, out, text_column="review", label_column="sentiment", epochs=3)
     m = metrics_of(out)
     assert m["best"]["scores"]["dev"]["accuracy"] >= 0.95
     assert m["labels"] == ["neg", "pos"]
@@ -172,9 +164,7 @@ def test_glue_regression_stsb_format(tmp_path):
         header.rsplit("\t", 1)[0] + "\n0\tmain-captions\tMSRvid\t2012test\t0001\tnone\tnone\tup up the\ta of\n"
     )
     out = tmp_path / "out"
-    run(
-        ["finetune", "--task", "sts-b", "--data", str(data), "--tokenizer", str(vocab), "--out", str(out), "--epochs", "4", *TINY]
-    )
+    finetune("sts-b", data, vocab, out, epochs=4)
     scores = metrics_of(out)["best"]["scores"]["dev"]
     assert scores["pearson"] > 0.85 and scores["spearman"] > 0.8, scores
     cfg = json.loads((out / "config.json").read_text())
@@ -206,24 +196,7 @@ def test_token_classification_end_to_end(tmp_path):
             lines += [f"{w} NN O {t}" for w, t in zip(words, tags)] + [""]
         (data / ("train.txt" if split == "train" else "valid.txt")).write_text("\n".join(lines))
     out = tmp_path / "out"
-    run(
-        [
-            "finetune",
-            "--task",
-            "conll2003",
-            "--data",
-            str(data),
-            "--tokenizer",
-            str(vocab),
-            "--out",
-            str(out),
-            "--epochs",
-            "3",
-            "--max-seq-len",
-            "32",
-            *TINY,
-        ]
-    )
+    finetune("conll2003", data, vocab, out, epochs=3, max_seq_len=32)
     scores = metrics_of(out)["best"]["scores"]["dev"]
     assert scores["f1"] >= 0.95, scores
     cfg = json.loads((out / "config.json").read_text())
@@ -288,28 +261,7 @@ def test_question_answering_end_to_end(tmp_path, version):
         doc = {"version": version, "data": _qa_article(rng, n, every)}
         (data / f"{split}-{version}.json").write_text(json.dumps(doc))
     out = tmp_path / "out"
-    run(
-        [
-            "finetune",
-            "--task",
-            task,
-            "--data",
-            str(data),
-            "--tokenizer",
-            str(vocab),
-            "--out",
-            str(out),
-            "--epochs",
-            "4",
-            "--max-seq-len",
-            "24",
-            "--doc-stride",
-            "8",
-            "--max-query-len",
-            "8",
-            *TINY,
-        ]
-    )
+    finetune(task, data, vocab, out, epochs=4, max_seq_len=24, doc_stride=8, max_query_len=8)
     m = metrics_of(out)
     assert m["train_features"] > 2 * m["train_examples"]  # contexts span several windows
     scores = m["best"]["scores"]["dev"]
@@ -322,21 +274,7 @@ def test_question_answering_end_to_end(tmp_path, version):
         BertForQuestionAnswering,
         {"input_ids": ids, "token_type_ids": torch.tensor([[0, 0, 0, 0, 1, 1, 1, 1]])},
     )
-    run(
-        [
-            "predict",
-            "--model",
-            str(out),
-            "--data",
-            f"dev={data / f'dev-{version}.json'}",
-            "--split",
-            "dev",
-            "--out",
-            str(tmp_path / "p"),
-            "--threads",
-            "1",
-        ]
-    )
+    run(cli_args("predict", model=out, data=f"dev={data / f'dev-{version}.json'}", split="dev", out=tmp_path / "p", threads=1))
     preds = json.loads((tmp_path / "p" / "predictions_dev.json").read_text())
     assert len(preds) == 40 and all(p in COLORS + [""] for p in preds.values())
     nbest = json.loads((tmp_path / "p" / "nbest_predictions_dev.json").read_text())
@@ -393,24 +331,7 @@ def test_multiple_choice_swag_end_to_end(tmp_path):
                 s1, s2 = " ".join(sentence(rng, 4)), "it"
                 w.writerow([i, f"anetv_{i}", i, f"{s1} {s2}", s1, s2, "gold", *endings, label])
     out = tmp_path / "out"
-    run(
-        [
-            "finetune",
-            "--task",
-            "swag",
-            "--data",
-            str(data),
-            "--tokenizer",
-            str(vocab),
-            "--out",
-            str(out),
-            "--epochs",
-            "4",
-            "--max-seq-len",
-            "24",
-            *TINY,
-        ]
-    )
+    finetune("swag", data, vocab, out, epochs=4, max_seq_len=24)
     assert metrics_of(out)["best"]["scores"]["dev"]["accuracy"] >= 0.9
     ids = torch.tensor([[[2, 5, 3, 6, 3], [2, 5, 3, 7, 3]]])  # (B=1, C=2, T=5)
     hf_logits_match(out, "AutoModelForMultipleChoice", BertForMultipleChoice, {"input_ids": ids})
@@ -440,29 +361,8 @@ def test_from_transformers_saved_directory(tmp_path):
             rows.append(json.dumps({"text": " ".join(words), "label": int(label)}))
         (data / f"{split}.jsonl").write_text("\n".join(rows) + "\n")
     out = tmp_path / "out"
-    run(
-        [
-            "finetune",
-            "--task",
-            "classification",
-            "--data",
-            str(data),
-            "--model",
-            str(hf_dir),
-            "--out",
-            str(out),
-            "--epochs",
-            "4",
-            "--seed",
-            "0",
-            "--batch-size",
-            "16",
-            "--lr",
-            "2e-3",
-            "--threads",
-            "1",
-        ]
-    )
+    argv = cli_args("finetune", task="classification", data=data, model=hf_dir, out=out, epochs=4)
+    run(argv + cli_args(seed=0, batch_size=16, lr="2e-3", threads=1))
     m = metrics_of(out)
     assert m["best"]["scores"]["dev"]["accuracy"] >= 0.95 and m["labels"] == ["0", "1"]
 
@@ -481,28 +381,7 @@ def test_max_time_and_caps(tmp_path):
     vocab = write_vocab(tmp_path)
     data = write_random_sst2(tmp_path / "d", random.Random(6), n_dev=30)
     out = tmp_path / "out"
-    run(
-        [
-            "finetune",
-            "--task",
-            "sst2",
-            "--data",
-            str(data),
-            "--tokenizer",
-            str(vocab),
-            "--out",
-            str(out),
-            "--max-train-examples",
-            "50",
-            "--max-eval-examples",
-            "10",
-            "--max-time",
-            "1e-9",
-            "--epochs",
-            "5",
-            *TINY,
-        ]
-    )
+    finetune("sst2", data, vocab, out, max_train_examples=50, max_eval_examples=10, max_time="1e-9", epochs=5)
     m = metrics_of(out)
     assert m["train_examples"] == 50 and m["eval_examples"] == {"dev": 10}
     assert m["stopped_early"] and m["steps"] == 1 and m["best"] is not None
@@ -520,81 +399,26 @@ def test_max_time_and_caps(tmp_path):
 
 def test_mnli_two_dev_sets_submissions_and_config_file(tmp_path):
     """MNLI: matched + mismatched dev scores each epoch; predict writes MNLI-m / MNLI-mm / AX."""
-    fixtures = Path(__file__).parent / "fixtures"
     conf = tmp_path / "ft.json"
     conf.write_text(json.dumps({"epochs": 1, "batch_size": 2, "max_seq_len": 48}))
-    out = tmp_path / "out"
-    run(
-        [
-            "finetune",
-            "--config",
-            str(conf),
-            "--task",
-            "MNLI",
-            "--data",
-            str(fixtures / "task_glue" / "MNLI"),
-            "--tokenizer",
-            str(fixtures / "task_vocab.txt"),
-            "--out",
-            str(out),
-            "--model",
-            "tiny",
-            "--threads",
-            "1",
-            "--epochs",
-            "2",
-        ]
-    )  # the flag wins over the file
+    out, mnli = tmp_path / "out", FIXTURES / "task_glue" / "MNLI"
+    argv = cli_args("finetune", config=conf, task="MNLI", data=mnli, tokenizer=FIXTURES / "task_vocab.txt", out=out, model="tiny")
+    run(argv + cli_args(threads=1, epochs=2))  # the flag wins over the file
     m = metrics_of(out)
     assert m["epochs"] == 2 and set(m["best"]["scores"]) == {"dev_matched", "dev_mismatched"}
     saved = json.loads((out / "finetune_config.json").read_text())
     assert saved["batch_size"] == 2 and saved["max_seq_len"] == 48 and saved["epochs"] == 2
-    run(
-        [
-            "predict",
-            "--model",
-            str(out),
-            "--data",
-            str(fixtures / "task_glue" / "MNLI"),
-            "--out",
-            str(tmp_path / "p"),
-            "--threads",
-            "1",
-        ]
-    )
+    run(cli_args("predict", model=out, data=mnli, out=tmp_path / "p", threads=1))
     for name in ("MNLI-m.tsv", "MNLI-mm.tsv", "AX.tsv"):
         rows = (tmp_path / "p" / name).read_text().splitlines()
         assert rows[0] == "index\tprediction" and rows[1].split("\t")[1] in ("contradiction", "entailment", "neutral")
 
 
 def test_custom_qa_with_unanswerable_rows_uses_squad_v2(tmp_path):
-    fixtures = Path(__file__).parent / "fixtures"
     out = tmp_path / "out"
-    qa = fixtures / "task_custom" / "qa.jsonl"
-    run(
-        [
-            "finetune",
-            "--task",
-            "qa",
-            "--data",
-            f"train={qa}",
-            f"dev={qa}",
-            "--tokenizer",
-            str(fixtures / "task_vocab.txt"),
-            "--out",
-            str(out),
-            "--model",
-            "tiny",
-            "--epochs",
-            "1",
-            "--max-seq-len",
-            "64",
-            "--max-query-len",
-            "16",
-            "--threads",
-            "1",
-        ]
-    )
+    qa = FIXTURES / "task_custom" / "qa.jsonl"
+    argv = cli_args("finetune", task="qa", data=[f"train={qa}", f"dev={qa}"], tokenizer=FIXTURES / "task_vocab.txt", out=out)
+    run(argv + cli_args(model="tiny", epochs=1, max_seq_len=64, max_query_len=16, threads=1))
     assert json.loads((out / "config.json").read_text())["qa_version_2"] is True
     scores = metrics_of(out)["best"]["scores"]["dev"]
     assert {"exact", "f1", "HasAns_exact", "NoAns_exact"} <= set(scores)
@@ -617,65 +441,17 @@ def test_rotary_model_with_mean_pooling_and_dropout(tmp_path):
     BertForMaskedLM(BertConfig.preset("tiny", vocab_size=n_vocab, position_embedding_type="rotary")).save_pretrained(base)
     for name in ("vocab.txt", "tokenizer_config.json"):
         (base / name).write_bytes((vocab / name).read_bytes())
-    data = tmp_path / "data"
-    data.mkdir()
-    for split, n in (("train", 320), ("dev", 64)):
-        with open(data / f"{split}.csv", "w", newline="", encoding="utf-8") as f:
-            w = csv.writer(f)
-            w.writerow(["text", "label"])
-            for _ in range(n):
-                words, label = sentence(rng, 8), rng.choice(["pos", "neg"])
-                words.insert(rng.randrange(len(words)), "good" if label == "pos" else "bad")
-                w.writerow([" ".join(words), label])
+    data = write_keyword_csv(tmp_path / "data", rng, (("train", 320), ("dev", 64)), ["text", "label"], n_words=8)
     out = tmp_path / "out"
-    run(
-        [
-            "finetune",
-            "--task",
-            "classification",
-            "--data",
-            str(data),
-            "--model",
-            str(base),
-            "--out",
-            str(out),
-            "--text-column",
-            "text",
-            "--label-column",
-            "label",
-            "--epochs",
-            "3",
-            "--pooling",
-            "mean",
-            "--dropout",
-            "0.2",
-            *[a for a in TINY if a not in ("--model", "tiny")],
-        ]
-    )
+    argv = cli_args("finetune", task="classification", data=data, model=base, out=out, text_column="text", label_column="label")
+    run(argv + cli_args(epochs=3, pooling="mean", dropout="0.2") + [a for a in TINY if a not in ("--model", "tiny")])
     cfg = json.loads((out / "config.json").read_text())
     assert cfg["model_type"] == "roformer" and cfg["architectures"] == ["RoFormerForSequenceClassification"]
     assert cfg["classifier_pooling"] == "mean" and cfg["hidden_dropout_prob"] == 0.2
     assert metrics_of(out)["best"]["scores"]["dev"]["accuracy"] >= 0.95
     clf = pipeline("classify", str(out))
     assert [r["label"] for r in clf(["the movie was good", "it was bad"])] == ["pos", "neg"]
-    assert (
-        cli_main(
-            [
-                "finetune",
-                "--task",
-                "classification",
-                "--data",
-                str(data),
-                "--model",
-                str(base),
-                "--out",
-                str(tmp_path / "x"),
-                "--dropout",
-                "1.5",
-            ]
-        )
-        == 2
-    )
+    assert cli_main(cli_args("finetune", task="classification", data=data, model=base, out=tmp_path / "x", dropout="1.5")) == 2
 
 
 def test_nan_loss_stops_with_one_error_line_and_no_finished_model(tmp_path, capsys):

@@ -9,6 +9,7 @@ import csv
 import io
 import json
 from dataclasses import replace
+from pathlib import Path
 
 import pytest
 
@@ -55,6 +56,15 @@ def glue_sst2(path):
     return path
 
 
+def finetune(tmp_path: Path, infer_tok, task: str, data: Path, *flags: str) -> tuple[Path, dict]:
+    """`finetune` a tiny model on the inference vocabulary into tmp_path/ft: that directory and its metrics."""
+    infer_tok.save(tmp_path / "tok")
+    out = tmp_path / "ft"
+    argv = ["finetune", "--task", task, "--data", str(data), "--model", "tiny", "--tokenizer", str(tmp_path / "tok")]
+    assert cli_main([*argv, *flags, "--out", str(out)]) == 0
+    return out, json.loads((out / "metrics.json").read_text())
+
+
 def test_glue_and_squad_shapes_read_without_column_flags(tmp_path):
     sst2 = glue_sst2(tmp_path / "sst2")
     spec = get_task("sst2", TaskDataConfig())
@@ -97,12 +107,7 @@ def test_glue_and_squad_shapes_read_without_column_flags(tmp_path):
 
 def test_finetune_and_evaluate_from_a_dataset(tmp_path, infer_tok):
     sst2 = glue_sst2(tmp_path / "sst2")
-    tok = tmp_path / "tok"
-    infer_tok.save(tok)
-    out = tmp_path / "ft"
-    argv = ["finetune", "--task", "sst2", "--data", str(sst2), "--model", "tiny", "--tokenizer", str(tok)]
-    assert cli_main([*argv, "--epochs", "1", "--out", str(out)]) == 0
-    metrics = json.loads((out / "metrics.json").read_text())
+    out, metrics = finetune(tmp_path, infer_tok, "sst2", sst2, "--epochs", "1")
     assert metrics["train_examples"] == len(ROWS) and metrics["labels"] == ["0", "1"]
     assert cli_main(["evaluate", "--model", str(out), "--data", str(sst2), "--out", str(tmp_path / "ev")]) == 0
 
@@ -320,12 +325,7 @@ def test_ner_and_swag_dataset_errors(tmp_path, capsys, infer_tok):
 
 def test_finetune_evaluate_predict_conll2003_from_a_dataset(tmp_path, infer_tok):
     ner = conll2003(tmp_path / "ner")
-    tok = tmp_path / "tok"
-    infer_tok.save(tok)
-    out = tmp_path / "ft"
-    argv = ["finetune", "--task", "conll2003", "--data", str(ner), "--model", "tiny", "--tokenizer", str(tok)]
-    assert cli_main([*argv, "--epochs", "2", "--max-seq-len", "32", "--batch-size", "8", "--out", str(out)]) == 0
-    metrics = json.loads((out / "metrics.json").read_text())
+    out, metrics = finetune(tmp_path, infer_tok, "conll2003", ner, "--epochs", "2", "--max-seq-len", "32", "--batch-size", "8")
     assert metrics["train_examples"] == len(NER_SPLITS["train"]) and metrics["steps"] == 6
     assert metrics["labels"] == list(CONLL2003_TAGS)  # the task's fixed tag set, in the Hub's numbering
     dev = metrics["best"]["scores"]["dev"]
@@ -346,12 +346,7 @@ def test_finetune_evaluate_predict_conll2003_from_a_dataset(tmp_path, infer_tok)
 
 def test_finetune_and_evaluate_swag_from_a_dataset(tmp_path, infer_tok):
     sw = swag(tmp_path / "swag")
-    tok = tmp_path / "tok"
-    infer_tok.save(tok)
-    out = tmp_path / "ft"
-    argv = ["finetune", "--task", "swag", "--data", str(sw), "--model", "tiny", "--tokenizer", str(tok)]
-    assert cli_main([*argv, "--epochs", "1", "--max-seq-len", "24", "--batch-size", "8", "--out", str(out)]) == 0
-    metrics = json.loads((out / "metrics.json").read_text())
+    out, metrics = finetune(tmp_path, infer_tok, "swag", sw, "--epochs", "1", "--max-seq-len", "24", "--batch-size", "8")
     assert metrics["train_examples"] == 24 and metrics["steps"] == 3 and metrics["labels"] is None
     dev = metrics["best"]["scores"]["dev"]
     assert 0 <= dev["accuracy"] <= 1 and metrics["eval_examples"] == {"dev": 8}

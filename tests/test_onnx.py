@@ -8,6 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+from synthetic import save_tiny
 
 pytest.importorskip("onnx")
 ort = pytest.importorskip("onnxruntime")
@@ -47,10 +48,8 @@ def exported(tmp_path_factory, infer_tok) -> dict[str, tuple[Path, dict]]:
     out = {}
     torch.manual_seed(0)
     for name, cls in CLASSES.items():
-        model = cls(BertConfig.preset("tiny", vocab_size=infer_tok.vocab_size, id2label={0: "O", 1: "B-X", 2: "I-X"}))
-        model.save_pretrained(root / name)
-        infer_tok.save(root / name)
-        out[name] = (root / name, export_onnx(root / name, root / name / "model.onnx"))
+        directory = save_tiny(cls, infer_tok, root / name, id2label={0: "O", 1: "B-X", 2: "I-X"})
+        out[name] = (directory, export_onnx(directory, directory / "model.onnx"))
     return out
 
 
@@ -181,8 +180,6 @@ def test_export_verb_and_server_onnx_backend(exported, tmp_path, capsys):
 def test_rotary_export_parity_at_another_length(tmp_path, infer_tok, cls):
     """Rotary tables are computed from the sequence length: traced at 8 tokens, checked at 13."""
     torch.manual_seed(0)
-    model = cls(BertConfig.preset("tiny", vocab_size=infer_tok.vocab_size, position_embedding_type="rotary"))
-    model.save_pretrained(tmp_path)
-    infer_tok.save(tmp_path)
+    save_tiny(cls, infer_tok, tmp_path, position_embedding_type="rotary")
     report = export_onnx(tmp_path, tmp_path / "model.onnx")
     assert max(report["max_abs_diff"].values()) <= 1e-4, report

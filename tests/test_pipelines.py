@@ -17,6 +17,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+from synthetic import save_model, save_tiny
 
 import clozeformer
 from clozeformer.cli import main as cli_main
@@ -34,7 +35,6 @@ from clozeformer.model import (
     BertModel,
 )
 from clozeformer.spans import max_context_pieces
-from clozeformer.tokenizer import Tokenizer
 
 FIXTURES = Path(__file__).parent / "fixtures"
 NER_LABELS = {0: "O", 1: "B-PER", 2: "I-PER", 3: "B-LOC", 4: "I-LOC"}
@@ -42,12 +42,6 @@ ZH = "我昨天去了[MASK][MASK]，买了一件红色的外套。"
 
 
 pytestmark = pytest.mark.usefixtures("one_thread")
-
-
-def save(model, tok: Tokenizer, directory: Path) -> Path:
-    model.save_pretrained(directory)
-    tok.save(directory)
-    return directory
 
 
 def zero_mean_directions(n: int, dim: int, seed: int) -> torch.Tensor:
@@ -72,26 +66,13 @@ def dirs(tmp_path_factory, infer_tok) -> dict[str, Path]:
     V = infer_tok.vocab_size
     out = {}
     torch.manual_seed(0)
-    out["mlm"] = save(BertForMaskedLM(BertConfig.preset("tiny", vocab_size=V)), infer_tok, root / "mlm")
-    out["pretrain"] = save(BertForPreTraining(BertConfig.preset("tiny", vocab_size=V)), infer_tok, root / "pretrain")
-    out["cls"] = save(
-        BertForSequenceClassification(BertConfig.preset("tiny", vocab_size=V, id2label={0: "neg", 1: "pos"})),
-        infer_tok,
-        root / "cls",
-    )
-    out["reg"] = save(
-        BertForSequenceClassification(BertConfig.preset("tiny", vocab_size=V, num_labels=1, problem_type="regression")),
-        infer_tok,
-        root / "reg",
-    )
-    out["multi"] = save(
-        BertForSequenceClassification(
-            BertConfig.preset("tiny", vocab_size=V, id2label={0: "a", 1: "b", 2: "c"}, problem_type="multi_label_classification")
-        ),
-        infer_tok,
-        root / "multi",
-    )
-    out["base"] = save(BertModel(BertConfig.preset("tiny", vocab_size=V)), infer_tok, root / "base")
+    out["mlm"] = save_tiny(BertForMaskedLM, infer_tok, root / "mlm")
+    out["pretrain"] = save_tiny(BertForPreTraining, infer_tok, root / "pretrain")
+    out["cls"] = save_tiny(BertForSequenceClassification, infer_tok, root / "cls", id2label={0: "neg", 1: "pos"})
+    out["reg"] = save_tiny(BertForSequenceClassification, infer_tok, root / "reg", num_labels=1, problem_type="regression")
+    multi = {"id2label": {0: "a", 1: "b", 2: "c"}, "problem_type": "multi_label_classification"}
+    out["multi"] = save_tiny(BertForSequenceClassification, infer_tok, root / "multi", **multi)
+    out["base"] = save_tiny(BertModel, infer_tok, root / "base")
     ids = infer_tok.vocab
     with torch.no_grad():
         # QA: "paris" is both start and end; "new" starts and "city" ends a span.
@@ -104,7 +85,7 @@ def dirs(tmp_path_factory, infer_tok) -> dict[str, Path]:
         emb[ids["city"]] = 50 * u[1]
         qa.qa_outputs.weight.copy_(u)  # row 0 = start, row 1 = end
         qa.qa_outputs.bias.zero_()
-        out["qa"] = save(qa, infer_tok, root / "qa")
+        out["qa"] = save_model(qa, infer_tok, root / "qa")
         # NER: john B-PER, smith I-PER, new/paris B-LOC, york I-LOC, everything else O (bias 5).
         ner = BertForTokenClassification(BertConfig.preset("tiny", vocab_size=V, id2label=NER_LABELS))
         transparent_encoder(ner)
@@ -115,7 +96,7 @@ def dirs(tmp_path_factory, infer_tok) -> dict[str, Path]:
         ner.classifier.weight.zero_()
         ner.classifier.weight[1:] = u
         ner.classifier.bias.copy_(torch.tensor([5.0, 0, 0, 0, 0]))
-        out["ner"] = save(ner, infer_tok, root / "ner")
+        out["ner"] = save_model(ner, infer_tok, root / "ner")
     return out
 
 
@@ -362,7 +343,7 @@ def test_qa_no_answer_when_cls_beats_every_span(dirs, infer_tok, tmp_path, capsy
         v = v - (u @ v) @ u  # orthogonal to both (they are orthonormal and zero-mean)
         cls = 0.6 * (u[0] + u[1]) / math.sqrt(2) + 0.8 * v / v.norm()  # weaker on start/end than "paris"
         model.bert.embeddings.word_embeddings.weight[infer_tok.cls_token_id] = 50 * cls
-    qa_dir = save(model, infer_tok, tmp_path / "qa-v2")
+    qa_dir = save_model(model, infer_tok, tmp_path / "qa-v2")
     question = "Where does he live?"
     no_answer = "He works as a baker and reads a book every day."
     strict = pipeline("qa", qa_dir, allow_no_answer=True)

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from synthetic import cli_args
 
 from clozeformer.cli import main as cli_main
 from clozeformer.data.manifest import Manifest, SpecialIds
@@ -74,6 +75,12 @@ def run(env, out: str, **kw) -> tuple[Path, Manifest]:
     manifest = prepare(PrepareConfig(**cfg))
     assert Manifest.read(cfg["out"]) == manifest  # what prepare returns is what it wrote
     return Path(cfg["out"]), manifest
+
+
+def prepare_all(text: Path, tokenizer: Path, out: Path) -> Manifest:
+    """`prepare` into 16-token sequences, every document kept, no validation split."""
+    settings = dict(seq_len=16, workers=0, min_doc_chars=0, val_fraction=0.0, progress=False)
+    return prepare(PrepareConfig(input=[str(text)], tokenizer=str(tokenizer), out=str(out), **settings))
 
 
 def sequences(data_dir: Path, split: str, key: str = "tokens") -> list[np.ndarray]:
@@ -232,18 +239,7 @@ def test_uint32_for_large_vocabs(tmp_path, env):
     (tok_dir / "vocab.txt").write_text("\n".join(VOCAB + extra) + "\n")
     text = tmp_path / "t.txt"
     text.write_text("x69000 x10 bala.\nx5 x6.\n\nx7 x65600.\n")
-    m = prepare(
-        PrepareConfig(
-            input=[str(text)],
-            tokenizer=str(tok_dir),
-            out=str(tmp_path / "o"),
-            seq_len=16,
-            workers=0,
-            min_doc_chars=0,
-            val_fraction=0.0,
-            progress=False,
-        )
-    )
+    m = prepare_all(text, tok_dir, tmp_path / "o")
     assert m.token_dtype == "uint32"
     seq = sequences(tmp_path / "o", "train")[0]
     ids = (len(VOCAB) + 69000, len(VOCAB) + 65600)  # ids past 65,535 survive
@@ -256,18 +252,7 @@ def test_all_formats_through_prepare(tmp_path):
     for p in FIXTURES.glob("corpus_*"):
         shutil.copy(p, corpus / p.name)
     shutil.copy(FIXTURES / "tok_vocab.txt", tmp_path / "vocab.txt")
-    m = prepare(
-        PrepareConfig(
-            input=[str(corpus)],
-            tokenizer=str(tmp_path / "vocab.txt"),
-            out=str(tmp_path / "o"),
-            seq_len=16,
-            workers=0,
-            min_doc_chars=0,
-            val_fraction=0.0,
-            progress=False,
-        )
-    )
+    m = prepare_all(corpus, tmp_path / "vocab.txt", tmp_path / "o")
     assert m.reader.formats == {"bert": 1, "jsonl": 1, "lines": 1, "paragraph": 1, "wikiextractor": 1, "wikitext": 1}
     assert m.num_train > 5 and m.documents.train == m.reader.kept == 12
 
@@ -275,29 +260,8 @@ def test_all_formats_through_prepare(tmp_path):
 # ----------------------------------------------------------------------------- CLI and bad input
 def test_cli_prepare_and_flags(env, capsys):
     out = env["root"] / "cli"
-    rc = cli_main(
-        [
-            "prepare",
-            "--input",
-            str(env["small"]),
-            "--tokenizer",
-            str(env["tok"]),
-            "--out",
-            str(out),
-            "--seq-len",
-            "32",
-            "--nsp",
-            "--workers",
-            "0",
-            "--min-doc-chars",
-            "0",
-            "--val-fraction",
-            "0.2",
-            "--seed",
-            "3",
-            "--no-progress",
-        ]
-    )
+    argv = cli_args("prepare", input=env["small"], tokenizer=env["tok"], out=out, seq_len=32, nsp=True, workers=0)
+    rc = cli_main(argv + cli_args(min_doc_chars=0, val_fraction=0.2, seed=3, no_progress=True))
     assert rc == 0
     text = capsys.readouterr().out
     assert "== PrepareConfig ==" in text and "mode" in text and "wrote" in text

@@ -9,6 +9,7 @@ import os
 import queue
 import re
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -18,12 +19,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+from synthetic import save_tiny
 
 httpx = pytest.importorskip("httpx")
 pytest.importorskip("fastapi")
 pytest.importorskip("uvicorn")
 
-from clozeformer.config import BertConfig  # noqa: E402
 from clozeformer.errors import ClozeformerError  # noqa: E402
 from clozeformer.infer.pipelines import pipeline  # noqa: E402
 from clozeformer.infer.server import ServeConfig  # noqa: E402
@@ -93,6 +94,14 @@ class ServerProcess:
                 raise RuntimeError("server never became healthy: " + "".join(self.stderr))
             time.sleep(0.1)
 
+    def connect(self, data: bytes = b"") -> socket.socket:
+        """A raw TCP connection to the server, `data` sent on it (a request, or part of one)."""
+        host, port = self.url.removeprefix("http://").split(":")
+        conn = socket.create_connection((host, int(port)), timeout=10)
+        if data:
+            conn.sendall(data)
+        return conn
+
     def remaining_stdout(self) -> list[str]:
         """Lines printed after the start-up banner, once the process has exited."""
         self.pumps[0].join(timeout=10)
@@ -126,25 +135,12 @@ def tok() -> Tokenizer:
 def dirs(tmp_path_factory, tok) -> dict[str, Path]:
     root = tmp_path_factory.mktemp("serve_models")
     torch.manual_seed(0)
-    out = {}
-    for name, model in (
-        ("mlm", BertForMaskedLM(BertConfig.preset("tiny", vocab_size=tok.vocab_size))),
-        (
-            "cls",
-            BertForSequenceClassification(BertConfig.preset("tiny", vocab_size=tok.vocab_size, id2label={0: "neg", 1: "pos"})),
-        ),
-        ("qa", BertForQuestionAnswering(BertConfig.preset("tiny", vocab_size=tok.vocab_size))),
-        (
-            "ner",
-            BertForTokenClassification(
-                BertConfig.preset("tiny", vocab_size=tok.vocab_size, id2label={0: "O", 1: "B-PER", 2: "I-PER"})
-            ),
-        ),
-    ):
-        model.save_pretrained(root / name)
-        tok.save(root / name)
-        out[name] = root / name
-    return out
+    return {
+        "mlm": save_tiny(BertForMaskedLM, tok, root / "mlm"),
+        "cls": save_tiny(BertForSequenceClassification, tok, root / "cls", id2label={0: "neg", 1: "pos"}),
+        "qa": save_tiny(BertForQuestionAnswering, tok, root / "qa"),
+        "ner": save_tiny(BertForTokenClassification, tok, root / "ner", id2label={0: "O", 1: "B-PER", 2: "I-PER"}),
+    }
 
 
 @pytest.fixture(scope="module")
@@ -319,8 +315,6 @@ def test_qa_and_ner_endpoints_in_process(dirs):
 
 
 def test_cli_rejects_a_busy_port(dirs, capsys):
-    import socket
-
     from clozeformer.cli import main as cli_main
 
     with socket.socket() as busy:
@@ -460,17 +454,10 @@ def test_clients_that_never_finish_their_headers_are_cut_off(dirs):
     half its headers, holds a connection forever. With --header-timeout each gets 408 and is
     closed; an ordinary client is served meanwhile, and a keep-alive connection that is used
     again in time keeps working."""
-    import socket
-
     s = ServerProcess(dirs["mlm"], "--header-timeout", "1.5")
     try:
-        host, port = s.url.removeprefix("http://").split(":")
-        silent = [socket.create_connection((host, int(port)), timeout=10) for _ in range(10)]
-        partial = []
-        for _ in range(10):
-            c = socket.create_connection((host, int(port)), timeout=10)
-            c.sendall(b"POST /embed HTTP/1.1\r\nHost: x\r\nContent-Type: appl")
-            partial.append(c)
+        silent = [s.connect() for _ in range(10)]
+        partial = [s.connect(b"POST /embed HTTP/1.1\r\nHost: x\r\nContent-Type: appl") for _ in range(10)]
         t0 = time.time()
         with httpx.Client(timeout=10) as client:  # one keep-alive connection, used twice within the deadline
             assert client.post(s.url + "/embed", json={"inputs": "good movie"}).status_code == 200
@@ -492,14 +479,10 @@ def test_clients_that_never_finish_their_headers_are_cut_off(dirs):
 def test_clients_that_leave_mid_body_are_handled_quietly(dirs):
     """Clients that announce a body, send part of it and disconnect: no "Exception in ASGI
     application" traceback in the log, and the server goes on serving."""
-    import socket
-
     s = ServerProcess(dirs["mlm"])
     try:
-        host, port = s.url.removeprefix("http://").split(":")
         for _ in range(20):
-            c = socket.create_connection((host, int(port)), timeout=10)
-            c.sendall(b'POST /embed HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{"in')
+            c = s.connect(b'POST /embed HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{"in')
             time.sleep(0.02)
             c.close()
         time.sleep(0.5)
@@ -513,16 +496,10 @@ def test_clients_that_leave_mid_body_are_handled_quietly(dirs):
 def test_slow_clients_are_cut_off_and_do_not_block_others(dirs):
     """A flood of clients that send headers and then trickle their bodies (slowloris): each gets
     408 after --body-timeout, and an ordinary request meanwhile is answered at once."""
-    import socket
-
     s = ServerProcess(dirs["mlm"], "--body-timeout", "1.5")
     try:
-        host, port = s.url.removeprefix("http://").split(":")
-        slow = []
-        for _ in range(30):
-            c = socket.create_connection((host, int(port)), timeout=10)
-            c.sendall(b"POST /embed HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{")
-            slow.append(c)
+        headers = b"POST /embed HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n"
+        slow = [s.connect(headers + b"{") for _ in range(30)]
         t0 = time.time()
         ok = httpx.post(s.url + "/embed", json={"inputs": "good movie"}, timeout=10)
         assert ok.status_code == 200 and time.time() - t0 < 1.0
