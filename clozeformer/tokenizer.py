@@ -60,10 +60,6 @@ class Encoding:
         return len(self.input_ids)
 
 
-def _log(msg: str) -> None:
-    print(f"tokenizer: {msg}", file=sys.stderr)
-
-
 def check_vocab_fits(vocab_size: int, model_vocab_size: int, where: str) -> None:
     """The one rule for a vocabulary against a model's embedding (`config.json` vocab_size).
 
@@ -109,18 +105,19 @@ def read_vocab(path: str | Path) -> list[str]:
     return tokens
 
 
+def _model_max_length(cfg: dict) -> int:
+    """`model_max_length` of a tokenizer_config.json; 512 when absent or "unbounded" (HF writes 1e30)."""
+    max_len = cfg.get("model_max_length", 512)
+    return max_len if isinstance(max_len, int) and max_len <= 10**6 else 512
+
+
 def infer_lowercase(tokens: Sequence[str]) -> bool:
     """True when no vocab entry contains an uppercase letter.
 
     Markers such as `[CLS]`, `[unused0]` and bert-base-chinese's `<S>` / `<T>` are not words
     and are ignored.
     """
-    for tok in tokens:
-        if (tok[0], tok[-1]) in (("[", "]"), ("<", ">")):
-            continue
-        if tok != tok.lower():
-            return False
-    return True
+    return all(tok == tok.lower() for tok in tokens if (tok[0], tok[-1]) not in (("[", "]"), ("<", ">")))
 
 
 class Tokenizer:
@@ -212,19 +209,17 @@ class Tokenizer:
         else:
             lower = infer_lowercase(tokens)
             why = "it has no uppercase tokens" if lower else "it has uppercase tokens"
-            _log(
-                f"no do_lower_case in {config_file.name}; inferred "
-                f"{'uncased' if lower else 'cased'} (do_lower_case={lower}) from {vocab_file.name}: {why}"
+            print(
+                f"tokenizer: no do_lower_case in {config_file.name}; inferred "
+                f"{'uncased' if lower else 'cased'} (do_lower_case={lower}) from {vocab_file.name}: {why}",
+                file=sys.stderr,
             )
-        max_len = cfg.get("model_max_length", 512)
-        if not isinstance(max_len, int) or max_len > 10**6:  # HF writes 1e30 for "unbounded"
-            max_len = 512
         return cls(
             tokens,
             do_lower_case=lower,
             tokenize_chinese_chars=bool(cfg.get("tokenize_chinese_chars", True)),
             strip_accents=cfg.get("strip_accents"),
-            model_max_length=max_len,
+            model_max_length=_model_max_length(cfg),
         )
 
     @classmethod
@@ -245,14 +240,14 @@ class Tokenizer:
         norm = spec.get("normalizer") if isinstance(spec.get("normalizer"), dict) else {}
         if norm.get("type") != "BertNormalizer":
             raise ClozeformerError(f"{path}: normalizer {norm.get('type')!r}; clozeformer reads BERT's BertNormalizer")
-        cfg = read_json_object(path.parent / "tokenizer_config.json") if (path.parent / "tokenizer_config.json").is_file() else {}
-        max_len = cfg.get("model_max_length", 512)
+        config_file = path.parent / "tokenizer_config.json"
+        cfg = read_json_object(config_file) if config_file.is_file() else {}
         return cls(
             tokens,
             do_lower_case=bool(norm.get("lowercase", True)),
             tokenize_chinese_chars=bool(norm.get("handle_chinese_chars", True)),
             strip_accents=norm.get("strip_accents"),
-            model_max_length=max_len if isinstance(max_len, int) and max_len <= 10**6 else 512,
+            model_max_length=_model_max_length(cfg),
         )
 
     def config(self) -> dict:
@@ -325,10 +320,6 @@ class Tokenizer:
     def special_ids(self) -> dict[str, int]:
         """{"pad": 0, "unk": 100, "cls": 101, "sep": 102, "mask": 103} for Google's vocabs."""
         return {role: self._vocab[tok] for role, tok in SPECIAL_TOKENS.items()}
-
-    @property
-    def all_special_ids(self) -> list[int]:
-        return sorted(self.special_ids.values())
 
     def convert_ids_to_tokens(self, ids: int | Iterable[int]) -> str | list[str]:
         if isinstance(ids, int):
@@ -420,9 +411,6 @@ class Tokenizer:
         """Join pieces back into text (`##` pieces glued, spaces before punctuation removed)."""
         return self._backend.decode([int(i) for i in ids], skip_special_tokens=skip_special_tokens)
 
-    def decode_batch(self, batch: Iterable[Iterable[int]], skip_special_tokens: bool = True) -> list[str]:
-        return [self.decode(ids, skip_special_tokens) for ids in batch]
-
     # ---------------------------------------------------------------- training
     @classmethod
     def train(
@@ -435,7 +423,6 @@ class Tokenizer:
         limit_alphabet: int = 1000,
         num_unused: int = 99,
         show_progress: bool = True,
-        length: int | None = None,
     ) -> Tokenizer:
         """Learn a WordPiece vocab from `texts` (strings, or batches of strings).
 
@@ -466,7 +453,7 @@ class Tokenizer:
             continuing_subword_prefix=CONTINUATION_PREFIX,
             show_progress=show_progress,
         )
-        backend.train_from_iterator(texts, trainer=trainer, length=length)
+        backend.train_from_iterator(texts, trainer=trainer)
         by_id = sorted(backend.get_vocab().items(), key=lambda kv: kv[1])
         tokens = [t for t, _ in by_id]
         if [i for _, i in by_id] != list(range(len(tokens))):

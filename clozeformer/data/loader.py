@@ -84,9 +84,6 @@ class PretrainDataset:
     def __len__(self) -> int:
         return int(self.starts[-1])
 
-    def lengths(self) -> np.ndarray:
-        return np.concatenate([np.diff(o) for o in self.offsets]) if self.offsets else np.zeros(0, np.int64)
-
     def __getitem__(self, i: int) -> dict[str, Any]:
         return self.gather(np.array([i]))[0]
 

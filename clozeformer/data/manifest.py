@@ -221,7 +221,7 @@ class Manifest:
             "documents": asdict(self.documents) if self.documents is not None else None,
             "sentences": self.sentences,
             "corpus_tokens": self.corpus_tokens,
-            "reader": self.reader.as_dict() if self.reader is not None else None,
+            "reader": asdict(self.reader) if self.reader is not None else None,
             "settings": self.settings,
         }
         out.update((k, v) for k, v in optional.items() if v is not None)

@@ -212,8 +212,8 @@ class ClozeCollator:
         ids, attn = pad_right(rows, self.table.pad_id)
         keys = sample_keys(self.seed, self.calls, np.arange(len(rows)))
         self.calls += 1
-        first = examples[0] if len(examples) else {}
-        if isinstance(first, dict) and "labels" in first:  # already masked (static masking)
+        first = examples[0] if len(examples) and isinstance(examples[0], dict) else {}  # plain id sequences: no extras
+        if "labels" in first:  # already masked (static masking)
             labels, _ = pad_right([ex["labels"] for ex in examples], IGNORE_INDEX, ids.shape[1])
             masked = ids
         else:
@@ -223,11 +223,11 @@ class ClozeCollator:
             "attention_mask": torch.from_numpy(attn),
             "labels": torch.from_numpy(labels),
         }
-        if isinstance(first, dict) and "token_type_ids" in first:
+        if "token_type_ids" in first:
             tt, _ = pad_right([ex["token_type_ids"] for ex in examples], 0, ids.shape[1])
             out["token_type_ids"] = torch.from_numpy(tt)
         else:
             out["token_type_ids"] = torch.zeros_like(out["input_ids"])
-        if isinstance(first, dict) and "next_sentence_label" in first:
+        if "next_sentence_label" in first:
             out["next_sentence_label"] = torch.tensor([int(ex["next_sentence_label"]) for ex in examples])
         return out

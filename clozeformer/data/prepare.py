@@ -40,10 +40,10 @@ from typing import Literal
 
 import numpy as np
 
-from clozeformer.cliutil import SEED_RANGE
+from clozeformer.cliutil import SEED_RANGE, config_dict
 from clozeformer.data.manifest import FORMAT_VERSION, DocumentCounts, Manifest, Shard, SpecialIds, Split, TokenizerInfo
 from clozeformer.data.masking import MaskingConfig, TokenTable, mask_tokens, sample_keys
-from clozeformer.data.readers import FORMATS, CorpusReader, Document, ReaderStats, split_sentences
+from clozeformer.data.readers import FORMATS, CorpusReader, Document, ReaderStats
 from clozeformer.errors import ClozeformerError
 from clozeformer.padding import pad_right
 
@@ -141,21 +141,16 @@ def _init_worker(tokenizer_json: str, parent: int) -> None:
     _WORKER_BACKEND = Backend.from_str(tokenizer_json)
 
 
-def _tokenize_docs(docs: list[tuple[bool, list[str]]], backend=None) -> list[tuple[np.ndarray, np.ndarray]]:
+def _tokenize_docs(docs: list[Document], backend=None) -> list[tuple[np.ndarray, np.ndarray]]:
     """Sentence-split and tokenize documents -> per document (flat ids uint32, sentence lengths int64)."""
     backend = backend or _WORKER_BACKEND
-    sentences: list[str] = []
-    counts: list[int] = []
-    for presplit, units in docs:
-        sents = units if presplit else [s for u in units for s in split_sentences(u)]
-        sentences.extend(sents)
-        counts.append(len(sents))
+    per_doc = [doc.sentences() for doc in docs]
+    sentences = [s for sents in per_doc for s in sents]
     encs = backend.encode_batch_fast(sentences, add_special_tokens=False) if sentences else []
-    out = []
-    k = 0
-    for c in counts:
-        ids = [e.ids for e in encs[k : k + c]]
-        k += c
+    out, k = [], 0
+    for sents in per_doc:
+        ids = [e.ids for e in encs[k : k + len(sents)]]
+        k += len(sents)
         lens = np.fromiter((len(x) for x in ids), dtype=np.int64, count=len(ids))
         flat = np.fromiter((i for x in ids for i in x), dtype=np.uint32, count=int(lens.sum()))
         out.append((flat, lens[lens > 0]))
@@ -495,7 +490,6 @@ def _peak_rss_mb() -> tuple[float, float]:
 
 def prepare(cfg: PrepareConfig) -> Manifest:
     """Run the pipeline; returns the manifest (also written to `cfg.out/manifest.json`)."""
-    from clozeformer.cliutil import config_dict
     from clozeformer.io import atomic_dir, atomic_write_json, check_output_dir
     from clozeformer.tokenizer import Tokenizer
 
@@ -573,16 +567,15 @@ class _SplitOutput:
         return self.writer.close()
 
 
-def _chunks(reader: CorpusReader, cfg: PrepareConfig) -> Iterator[tuple[list[str], list[tuple[bool, list[str]]]]]:
-    """The corpus in chunks of ~CHUNK_CHARS of text: (split of each document, its (presplit, units))."""
+def _chunks(reader: CorpusReader, cfg: PrepareConfig) -> Iterator[tuple[list[str], list[Document]]]:
+    """The corpus in chunks of ~CHUNK_CHARS of text: (split of each document, the documents)."""
     threshold = _val_threshold(cfg.val_fraction)
     meta: list[str] = []
-    docs: list[tuple[bool, list[str]]] = []
+    docs: list[Document] = []
     size = 0
-    doc: Document
     for doc in reader:
         meta.append("val" if _is_val(doc.digest(), cfg.seed, threshold) else "train")
-        docs.append((doc.presplit, doc.units))
+        docs.append(doc)
         size += sum(map(len, doc.units))
         if size >= CHUNK_CHARS:
             yield meta, docs
@@ -640,8 +633,6 @@ def _tokenize_into(outputs: dict[str, _SplitOutput], reader: CorpusReader, tok, 
 
 
 def _manifest(cfg: PrepareConfig, tok, stats: ReaderStats, counts: collections.Counter, splits: dict[str, Split]) -> Manifest:
-    from clozeformer.cliutil import config_dict
-
     settings = {k: v for k, v in config_dict(cfg).items() if k not in ("input", "tokenizer", "out", "workers", "progress")}
     return Manifest(
         mode=cfg.mode,

@@ -38,7 +38,7 @@ import re
 import sys
 import zlib
 from collections.abc import Iterable, Iterator, Sequence
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TextIO
 
@@ -105,25 +105,13 @@ def split_sentences(text: str) -> list[str]:
     Chinese: split after 。！？ (and closing quotes).
     """
     text = text.strip()
-    if not text:
-        return []
-    cuts: set[int] = set()
+    cuts = {m.end() for m in _ZH_END.finditer(text)}
     for m in _EN_END.finditer(text):
-        if m.group().startswith(".") and _is_abbreviation(text, m.start()):
-            continue
-        cuts.add(m.end())
-    for m in _ZH_END.finditer(text):
-        cuts.add(m.end())
-    out, start = [], 0
-    for c in sorted(cuts):
-        piece = text[start:c].strip()
-        if piece:
-            out.append(piece)
-        start = c
-    tail = text[start:].strip()
-    if tail:
-        out.append(tail)
-    return out
+        if not (m.group().startswith(".") and _is_abbreviation(text, m.start())):
+            cuts.add(m.end())
+    bounds = [0, *sorted(cuts), len(text)]
+    pieces = (text[a:b].strip() for a, b in zip(bounds, bounds[1:]))
+    return [p for p in pieces if p]
 
 
 # ----------------------------------------------------------------------------- documents
@@ -135,12 +123,8 @@ class Document:
     presplit: bool
     source: str
 
-    @property
-    def text(self) -> str:
-        return "\n".join(self.units)
-
     def digest(self) -> bytes:
-        return hashlib.blake2b(self.text.encode("utf-8"), digest_size=16).digest()
+        return hashlib.blake2b("\n".join(self.units).encode("utf-8"), digest_size=16).digest()
 
     def sentences(self) -> list[str]:
         if self.presplit:
@@ -164,9 +148,6 @@ class ReaderStats:
     invalid_bytes: int = 0  # invalid UTF-8 bytes replaced by U+FFFD
     bytes: int = 0  # uncompressed bytes read
     formats: dict = field(default_factory=dict)  # format -> number of files
-
-    def as_dict(self) -> dict:
-        return {f.name: getattr(self, f.name) for f in fields(self)}
 
     def summary(self) -> str:
         filtered = self.too_short + self.duplicates
@@ -192,10 +173,6 @@ class InputFile:
     explicit: bool  # named on the command line (errors are fatal) vs found in a directory/glob
 
 
-def _has_glob(s: str) -> bool:
-    return any(c in s for c in "*?[")
-
-
 def expand_inputs(inputs: Sequence[str | os.PathLike]) -> list[InputFile]:
     """Files named, files under directories (recursively, sorted, hidden ones skipped), glob matches."""
     if isinstance(inputs, (str, os.PathLike)):
@@ -214,37 +191,17 @@ def expand_inputs(inputs: Sequence[str | os.PathLike]) -> list[InputFile]:
             if not found:
                 raise ClozeformerError(f"{p}: directory has no files")
             out.extend(InputFile(q, False) for q in found)
-        elif _has_glob(str(item)):
+        elif any(c in str(item) for c in "*?["):  # a glob
             found = sorted(Path(q) for q in glob.glob(str(item), recursive=True) if Path(q).is_file())
             if not found:
                 raise ClozeformerError(f"{item}: no files match this pattern")
             out.extend(InputFile(q, False) for q in found)
         else:
             raise ClozeformerError(f"{p}: no such file or directory")
-    seen: set[Path] = set()
-    unique = []
+    unique: dict[Path, InputFile] = {}
     for f in out:
-        key = f.path.resolve()
-        if key not in seen:
-            seen.add(key)
-            unique.append(f)
-    return unique
-
-
-class _CountingReader(io.RawIOBase):
-    """Counts the (decompressed) bytes that pass through, for MB/s."""
-
-    def __init__(self, inner) -> None:
-        self.inner = inner
-        self.count = 0
-
-    def readable(self) -> bool:
-        return True
-
-    def readinto(self, b) -> int:
-        n = self.inner.readinto(b)
-        self.count += n or 0
-        return n
+        unique.setdefault(f.path.resolve(), f)  # the first mention of a file wins
+    return list(unique.values())
 
 
 def _open_binary(path: Path):
@@ -272,7 +229,7 @@ def sniff(path: Path) -> bytes:
         raw.close()
 
 
-def why_not_text(path: Path, sample: bytes) -> str | None:
+def why_not_text(sample: bytes) -> str | None:
     """None when `sample` looks like text, else why not (empty, binary)."""
     if not sample:
         return "file is empty"
@@ -387,12 +344,7 @@ def _parse_jsonl(lines: Iterable[str], source: str, max_chars: int, stats: Reade
             stats.malformed += 1
             continue
         good += 1
-        paras = [p.strip() for p in text.split("\n") if p.strip()]
-        if paras:
-            yield Document(paras, False, source)
-        else:
-            stats.documents += 1  # an empty page is still a document read (and filtered as too short)
-            stats.too_short += 1
+        yield Document([p.strip() for p in text.split("\n") if p.strip()], False, source)  # empty: filtered as too short
 
 
 def _parse_wikiextractor(lines: Iterable[str], source: str, max_chars: int, stats: ReaderStats) -> Iterator[Document]:
@@ -409,18 +361,12 @@ def _parse_wikiextractor(lines: Iterable[str], source: str, max_chars: int, stat
             paras, first = [], True
         elif s == "</doc>":
             if paras is not None:
-                if paras:
-                    yield Document(paras, False, source)
-                else:
-                    stats.documents += 1
-                    stats.too_short += 1
+                yield Document(paras, False, source)  # empty: filtered as too short
             paras = None
         elif paras is not None and s:
-            if first and s == title:  # WikiExtractor repeats the title as the first line
-                first = False
-                continue
+            if not (first and s == title):  # WikiExtractor repeats the title as the first line
+                paras.append(s)
             first = False
-            paras.append(s)
     if paras:
         yield Document(paras, False, source)
 
@@ -428,16 +374,13 @@ def _parse_wikiextractor(lines: Iterable[str], source: str, max_chars: int, stat
 def _parse_wikitext(lines: Iterable[str], source: str, max_chars: int, stats: ReaderStats) -> Iterator[Document]:
     paras: list[str] = []
     for line in lines:
-        if _WIKITEXT_TITLE.match(line.rstrip("\n")):
+        line = line.rstrip("\n")
+        if _WIKITEXT_TITLE.match(line):
             if paras:
                 yield Document(paras, False, source)
             paras = []
-            continue
-        s = line.strip()
-        if not s or _WIKITEXT_HEADING.match(line.rstrip("\n")):
-            continue
-        s = _WIKITEXT_ESCAPE.sub(r"\1", s).replace("<unk>", "[UNK]")
-        paras.append(s)
+        elif line.strip() and not _WIKITEXT_HEADING.match(line):
+            paras.append(_WIKITEXT_ESCAPE.sub(r"\1", line.strip()).replace("<unk>", "[UNK]"))
     if paras:
         yield Document(paras, False, source)
 
@@ -524,17 +467,15 @@ class CorpusReader:
         self._raw = None
 
     def disk_bytes_done(self) -> int:
-        pos = 0
-        if self._raw is not None:
-            try:
-                pos = self._raw.tell()
-            except (OSError, ValueError):
-                pos = 0
+        try:
+            pos = self._raw.tell() if self._raw is not None else 0
+        except (OSError, ValueError):
+            pos = 0
         return self._done_bytes + pos
 
     def _file_documents(self, f: InputFile) -> Iterator[Document]:
         sample = sniff(f.path)
-        problem = why_not_text(f.path, sample)
+        problem = why_not_text(sample)
         if problem:
             if f.explicit:
                 raise ClozeformerError(f"{f.path}: {problem}")
@@ -547,10 +488,8 @@ class CorpusReader:
         self.stats.formats[fmt] = self.stats.formats.get(fmt, 0) + 1
         raw, stream = _open_binary(f.path)
         self._raw = raw
-        counter = _CountingReader(stream)
-        text: TextIO = io.TextIOWrapper(
-            io.BufferedReader(counter, buffer_size=1 << 16), encoding="utf-8", errors="clozeformer.count"
-        )
+        buffered = io.BufferedReader(stream, buffer_size=1 << 16)
+        text: TextIO = io.TextIOWrapper(buffered, encoding="utf-8", errors="clozeformer.count")
         invalid0 = _INVALID_BYTES[0]
         try:
             yield from _PARSERS[fmt](text, str(f.path), self.max_doc_chars, self.stats)
@@ -558,7 +497,7 @@ class CorpusReader:
             raise ClozeformerError(f"{f.path}: corrupt gzip data ({e})") from None
         finally:
             self.stats.invalid_bytes += _INVALID_BYTES[0] - invalid0
-            self.stats.bytes += counter.count
+            self.stats.bytes += stream.tell()  # the (decompressed) bytes read, for MB/s
             self._done_bytes += f.path.stat().st_size
             self._raw = None
             text.close()
@@ -579,27 +518,19 @@ class CorpusReader:
                 if not isinstance(text, str):
                     raise ClozeformerError(f"{ref}: rows need a string 'text' column (columns: {', '.join(sorted(row))})")
                 self.stats.bytes += len(text.encode("utf-8"))
-                paras = [p.strip() for p in text.split("\n") if p.strip()]
-                if paras:
-                    yield Document(paras, False, ref)
-                else:
-                    self.stats.documents += 1
-                    self.stats.too_short += 1
-        except ClozeformerError:
-            raise
+                yield Document([p.strip() for p in text.split("\n") if p.strip()], False, ref)  # empty: filtered as too short
         except (FileNotFoundError, ValueError, ConnectionError, OSError) as e:
             first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
             raise ClozeformerError(f"{ref}: cannot read the dataset ({first})") from None
 
     def __iter__(self) -> Iterator[Document]:
         seen: set[bytes] = set()
-        sources = [(f, self._file_documents(f)) for f in self.files]
-        sources += [(ref, self._dataset_documents(ref)) for ref in self.datasets]
-        for _, documents in sources:
+        sources = [*map(self._file_documents, self.files), *map(self._dataset_documents, self.datasets)]
+        for documents in sources:
             self.stats.files += 1
             for doc in bounded(documents, self.max_doc_chars, self.stats):
                 self.stats.documents += 1
-                if sum(map(len, doc.units)) < self.min_doc_chars:
+                if not doc.units or sum(map(len, doc.units)) < self.min_doc_chars:  # an empty page is too short too
                     self.stats.too_short += 1
                     continue
                 if self.dedupe:

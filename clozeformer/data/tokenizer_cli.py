@@ -14,7 +14,7 @@ import argparse
 import sys
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from clozeformer.cliutil import add_config_args, config_from_args, print_config, save_config
@@ -97,12 +97,11 @@ def train_tokenizer(cfg: TokenizerTrainConfig) -> tuple[Tokenizer, dict]:
         if finished:
             reader.require_documents()  # "nothing left after filtering" is the clearer error
         raise
-    seconds = time.perf_counter() - t0
     summary = {
-        "seconds": round(seconds, 2),
+        "seconds": round(time.perf_counter() - t0, 2),
         "vocab_size": tok.vocab_size,
         "input_bytes": reader.stats.bytes,
-        "reader": reader.stats.as_dict(),
+        "reader": asdict(reader.stats),
         "reader_summary": reader.stats.summary(),
     }
     return tok, summary
