@@ -6,6 +6,11 @@ Reads text with the corpus readers (gzip, directories, globs, JSONL, WikiExtract
 trains with `tokenizers`' WordPieceTrainer behind BERT's normalizer and pre-tokenizer, and
 writes `vocab.txt` + `tokenizer_config.json`, which both `Tokenizer.from_pretrained` and
 `transformers.BertTokenizerFast.from_pretrained` load.
+
+Training twice on the same text can give two vocabularies that differ in the order of the `##`
+pieces and, on count ties, in a few merges: `tokenizers` numbers the `##` pieces in hash-map order
+(huggingface/tokenizers#1794, open in 0.23). Keep the vocab you trained: `prepare` copies it
+into the data, and `pretrain --init-from` refuses data prepared with another vocabulary.
 """
 
 from __future__ import annotations
