@@ -127,4 +127,4 @@ def main(args: argparse.Namespace) -> int:
             return (a, b)
         return line
 
-    return cli.predict_main("classify", cfg, {}, _from_fields, text_line, _as_text)
+    return cli.predict_main("classify", cfg, {}, _as_text, _from_fields, text_line)

@@ -65,17 +65,9 @@ class PipelineConfig:
             raise ClozeformerError("give inputs as arguments or with --input FILE, not both")
 
     def pipeline_kwargs(self) -> dict[str, Any]:
-        return dict(
-            batch_size=self.batch_size,
-            max_length=self.max_length,
-            overlong=self.overlong,
-            backend=self.backend,
-            onnx=self.onnx,
-            device=self.device,
-            dtype=self.dtype,
-            threads=self.threads,
-            compile=self.compile,
-        )
+        """The options that go to `pipeline()` as they are."""
+        names = ("batch_size", "max_length", "overlong", "backend", "onnx", "device", "dtype", "threads", "compile")
+        return {name: getattr(self, name) for name in names}
 
 
 @dataclass
@@ -124,13 +116,23 @@ def echo_of(value: Any) -> dict:
     return dict(value)
 
 
+def text_field(obj: dict, source: str) -> str:
+    """A JSONL object's input for the one-text tasks: its `text` field."""
+    return require_field(obj, "text", source)
+
+
+def plain_line(line: str, source: str) -> str:
+    return line
+
+
 def read_records(
-    cfg: PipelineConfig, from_fields: Callable[[dict, str], Any], text_line: Callable[[str, str], Any]
+    cfg: PipelineConfig, from_fields: Callable[[dict, str], Any] = text_field, text_line: Callable[[str, str], Any] = plain_line
 ) -> list[Record]:
     """Inputs from arguments, or from `cfg.input` as text lines or JSONL objects.
 
     `from_fields(obj, source)` turns a JSONL object into the pipeline's input; `text_line(line,
-    source)` does the same for an argument or a plain-text line. A JSONL `id` is echoed back.
+    source)` does the same for an argument or a plain-text line (by default: the `text` field,
+    the line itself). A JSONL `id` is echoed back.
     """
     if not cfg.input:
         if cfg.inputs:
@@ -184,24 +186,34 @@ def write_results(cfg: PipelineConfig, records: list[Record], results: list[Any]
         lines = [json.dumps({**r.echo, **res}, ensure_ascii=False) for r, res in zip(records, results)]
     else:
         lines = [as_text(r, res) for r, res in zip(records, results)]
+    write_lines(cfg, lines)
+    if cfg.output:
+        print(f"wrote {len(results)} results to {cfg.output}", file=sys.stderr)
+
+
+def write_lines(cfg: PipelineConfig, lines: list[str]) -> None:
+    """`lines` to stdout, or atomically to `cfg.output` with the config saved beside it."""
     out = "".join(line + "\n" for line in lines)
     if cfg.output:
         from clozeformer.io import atomic_write_text
 
         atomic_write_text(cfg.output, out)
         save_config(cfg, cfg.output + ".config.json")
-        print(f"wrote {len(results)} results to {cfg.output}", file=sys.stderr)
     else:
         sys.stdout.write(out)
         sys.stdout.flush()
 
 
-def predict_main(task: str, cfg: PipelineConfig, task_options: dict, from_fields, text_line, as_text) -> int:
-    """The whole verb: config -> inputs -> pipeline -> results."""
+def predict_main(
+    task: str, cfg: PipelineConfig, task_options: dict, as_text, from_fields=text_field, text_line=plain_line, records=None
+) -> int:
+    """The whole verb: config -> inputs -> pipeline -> results. `records` replace reading the inputs
+    (qa's --question/--context)."""
     from clozeformer.infer.pipelines import pipeline
 
     show_config(cfg)
-    records = read_records(cfg, from_fields, text_line)
+    if records is None:
+        records = read_records(cfg, from_fields, text_line)
     pipe = pipeline(task, cfg.model, **cfg.pipeline_kwargs(), **task_options)
     results = run_predictions(pipe, records, progress=cfg.progress and cfg.input is not None)
     write_results(cfg, records, results, as_text)

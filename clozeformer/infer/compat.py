@@ -47,13 +47,6 @@ def _texts(inputs: Any, what: str = "inputs") -> tuple[list[Any], bool]:
     raise BadRequest(f"'{what}' must be a text or a non-empty list of texts")
 
 
-def _parameters(body: dict) -> dict:
-    params = body.get("parameters") or {}
-    if not isinstance(params, dict):
-        raise BadRequest("'parameters' must be an object")
-    return params
-
-
 # ----------------------------------------------------------------------------- HF Inference API
 
 
@@ -61,7 +54,9 @@ def parse_hf(task: str, body: Any) -> tuple[list[Any], bool, dict]:
     """(pipeline items, single input?, parameters) of an HF Inference API body for `task`."""
     if not isinstance(body, dict) or "inputs" not in body:
         raise BadRequest('the body must be {"inputs": ..., "parameters": {...}}')
-    params = _parameters(body)
+    params = body.get("parameters") or {}
+    if not isinstance(params, dict):
+        raise BadRequest("'parameters' must be an object")
     if task == "question-answering":
         inputs = body["inputs"]
         many = inputs if isinstance(inputs, list) else [inputs]
@@ -76,10 +71,11 @@ def parse_hf(task: str, body: Any) -> tuple[list[Any], bool, dict]:
     return items, single, params
 
 
-def _candidate_sequence(text: str, spans: list[tuple[int, int]], which: int, word: str) -> str:
-    """`text` with mask `which` replaced by `word` (the other masks stay [MASK]), as HF reports it."""
-    start, end = spans[which]
-    return text[:start] + word + text[end:]
+def _ranked_labels(result: dict) -> list[dict]:
+    """A classify result as HF and TEI list it: [{"label", "score"}] best first; a regression's value is the score."""
+    if "value" in result:
+        return [{"label": "LABEL_0", "score": result["value"]}]
+    return [{"label": k, "score": v} for k, v in result["scores"].items()]
 
 
 def to_hf(task: str, items: list[Any], results: list[dict], single: bool, params: dict) -> Any:
@@ -89,27 +85,26 @@ def to_hf(task: str, items: list[Any], results: list[dict], single: bool, params
     out: list[Any] = []
     for item, r in zip(items, results):
         if task == "fill-mask":
-            spans = [(m["start"], m["end"]) for m in r["masks"]]
             top_k = int(params.get("top_k") or len(r["masks"][0]["candidates"]))
+            # each candidate's "sequence": the text with its mask filled, the other masks left [MASK], as HF reports it
             per_mask = [
                 [
                     {
                         "score": c["score"],
                         "token": c["token_id"],
                         "token_str": display(c["token"]),
-                        "sequence": _candidate_sequence(item, spans, i, display(c["token"])),
+                        "sequence": item[: m["start"]] + display(c["token"]) + item[m["end"] :],
                     }
                     for c in m["candidates"][:top_k]
                 ]
-                for i, m in enumerate(r["masks"])
+                for m in r["masks"]
             ]
             out.append(per_mask[0] if len(per_mask) == 1 else per_mask)
         elif task == "text-classification":
-            if "value" in r:  # regression: the score itself
-                out.append([{"label": "LABEL_0", "score": r["value"]}])
-            else:
-                ranked = [{"label": k, "score": v} for k, v in r["scores"].items()]
-                out.append(ranked[: int(params["top_k"])] if params.get("top_k") else ranked)
+            ranked = _ranked_labels(r)
+            if "scores" in r and params.get("top_k"):  # a regression's one value is not cut
+                ranked = ranked[: int(params["top_k"])]
+            out.append(ranked)
         elif task == "feature-extraction":
             out.append(r["embedding"])
         elif task == "question-answering":
@@ -153,12 +148,7 @@ def parse_tei_predict(body: Any) -> tuple[list[Any], bool]:
 
 
 def to_tei_predict(results: list[dict], single: bool) -> Any:
-    out = [
-        [{"label": "LABEL_0", "score": r["value"]}]
-        if "value" in r
-        else [{"label": k, "score": v} for k, v in r["scores"].items()]
-        for r in results
-    ]
+    out = [_ranked_labels(r) for r in results]
     return out[0] if single else out
 
 

@@ -18,7 +18,7 @@ import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
 import numpy as np
 import torch
@@ -32,7 +32,7 @@ from clozeformer.infer.runners import Batch
 from clozeformer.io import check_output_dir
 
 Pooling = Literal["cls", "mean", "max"]
-POOLINGS = ("cls", "mean", "max")
+POOLINGS = get_args(Pooling)
 #: sentence-transformers' Pooling config keys -> ours
 _ST_MODES = {"pooling_mode_cls_token": "cls", "pooling_mode_mean_tokens": "mean", "pooling_mode_max_tokens": "max"}
 
@@ -56,9 +56,8 @@ def directory_pooling(directory: str | Path | None) -> str | None:
 
     modules = json.loads((Path(directory) / "modules.json").read_text(encoding="utf-8"))
     paths = [m.get("path", "") for m in modules if isinstance(m, dict) and str(m.get("type", "")).endswith(".Pooling")]
-    if not paths or not (Path(directory) / paths[0] / "config.json").is_file():
+    if not paths or not (where := Path(directory) / paths[0] / "config.json").is_file():
         return None
-    where = Path(directory) / paths[0] / "config.json"
     config = read_json_object(where)
     modes = [ours for key, ours in _ST_MODES.items() if config.get(key)]
     others = [k for k, v in config.items() if k.startswith("pooling_mode_") and v and k not in _ST_MODES]
@@ -118,10 +117,7 @@ class EmbedPipeline(Pipeline):
 class EmbedConfig(cli.PipelineConfig):
     pooling: Pooling | None = field(
         default=None,
-        metadata={
-            "help": "[CLS] vector, mean or max over tokens (unset: a sentence-transformers directory's own, else cls)",
-            "choices": list(POOLINGS),
-        },
+        metadata={"help": "[CLS] vector, mean or max over tokens (unset: a sentence-transformers directory's own, else cls)"},
     )
     normalize: bool = field(default=True, metadata={"help": "L2-normalise each vector"})
     build_index: str | None = field(
@@ -146,19 +142,12 @@ def main(args: argparse.Namespace) -> int:
 
     cfg = config_from_args(EmbedConfig, args)
     if cfg.build_index is None:
-        return cli.predict_main(
-            "embed",
-            cfg,
-            {"pooling": cfg.pooling, "normalize": cfg.normalize},
-            lambda obj, src: cli.require_field(obj, "text", src),
-            lambda line, src: line,
-            _as_text,
-        )
+        return cli.predict_main("embed", cfg, {"pooling": cfg.pooling, "normalize": cfg.normalize}, _as_text)
     if not cfg.normalize:
         raise ClozeformerError("--build-index needs normalised vectors (cosine search); drop --no-normalize")
     check_output_dir(cfg.build_index, cfg.overwrite, "--build-index")
     cli.show_config(cfg)
-    records = cli.read_records(cfg, lambda obj, src: cli.require_field(obj, "text", src), lambda line, src: line)
+    records = cli.read_records(cfg)
     pipe = pipeline("embed", cfg.model, **cfg.pipeline_kwargs(), pooling=cfg.pooling)
     ids = [r.echo.get("id", i) for i, r in enumerate(records)]
     try:

@@ -56,17 +56,9 @@ class FillMaskPipeline(Pipeline):
             truncated = self.check_length(i, enc) or clipped[i][1]
             if not positions:
                 raise InputError(i, f"every {MASK} lies past the first {self.max_length} tokens")
-            examples.append(
-                Example(
-                    [Window(enc.ids, enc.type_ids, positions)],
-                    {
-                        "text": text,
-                        "spans": [enc.offsets[p] for p in positions],
-                        "truncated": truncated,
-                        "dropped_masks": written - len(positions),
-                    },
-                )
-            )
+            spans = [enc.offsets[p] for p in positions]
+            data = {"text": text, "spans": spans, "truncated": truncated, "dropped_masks": written - len(positions)}
+            examples.append(Example([Window(enc.ids, enc.type_ids, positions)], data))
         return examples
 
     def forward(self, batch: Batch, windows: list[Window]) -> list[Any]:
@@ -75,12 +67,8 @@ class FillMaskPipeline(Pipeline):
         # (N, V); columns past vocab.txt (a padded embedding matrix) have no token: dropped
         probs = self.runner.mlm_logits(batch, flat)[:, : self.vocab_size].softmax(-1)
         scores, ids = probs.topk(self.top_k, dim=-1)  # (N, k) each
-        out, start = [], 0
-        for w in windows:
-            n = len(w.data)
-            out.append((scores[start : start + n].tolist(), ids[start : start + n].tolist()))
-            start += n
-        return out
+        sizes = [len(w.data) for w in windows]  # masks per window
+        return [(s.tolist(), i.tolist()) for s, i in zip(scores.split(sizes), ids.split(sizes))]
 
     def postprocess(self, example: Example, outputs: list[Any]) -> dict:
         scores, ids = outputs[0]  # one window: (masks, k) each
@@ -88,13 +76,8 @@ class FillMaskPipeline(Pipeline):
         masks, filled = [], text
         for (start, end), row_scores, row_ids in zip(example.data["spans"], scores, ids):
             tokens = self.tokenizer.convert_ids_to_tokens(row_ids)
-            masks.append(
-                {
-                    "start": start,
-                    "end": end,
-                    "candidates": [{"token": t, "token_id": i, "score": s} for t, i, s in zip(tokens, row_ids, row_scores)],
-                }
-            )
+            candidates = [{"token": t, "token_id": i, "score": s} for t, i, s in zip(tokens, row_ids, row_scores)]
+            masks.append({"start": start, "end": end, "candidates": candidates})
         for m in reversed(masks):  # right to left keeps the earlier spans valid
             filled = filled[: m["start"]] + display(m["candidates"][0]["token"]) + filled[m["end"] :]
         result = {"sequence": filled, "masks": masks, "truncated": example.data["truncated"]}
@@ -125,11 +108,4 @@ def _as_text(record: cli.Record, result: dict) -> str:
 
 def main(args: argparse.Namespace) -> int:
     cfg = config_from_args(FillMaskConfig, args)
-    return cli.predict_main(
-        "fill-mask",
-        cfg,
-        {"top_k": cfg.top_k},
-        lambda obj, src: cli.require_field(obj, "text", src),
-        lambda line, src: line,
-        _as_text,
-    )
+    return cli.predict_main("fill-mask", cfg, {"top_k": cfg.top_k}, _as_text)

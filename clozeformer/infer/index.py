@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -191,7 +190,7 @@ def main(args: argparse.Namespace) -> int:
     cfg = config_from_args(SearchConfig, args)
     cli.show_config(cfg)
     index = EmbeddingIndex.load(cfg.index)
-    records = cli.read_records(cfg, lambda obj, src: cli.require_field(obj, "text", src), lambda line, src: line)
+    records = cli.read_records(cfg)
     pipe = pipeline("embed", cfg.model, **cfg.pipeline_kwargs(), pooling=index.meta["pooling"])
     try:
         hits = index.query(pipe, [r.value for r in records], cfg.top_k)
@@ -204,13 +203,5 @@ def main(args: argparse.Namespace) -> int:
         else:
             lines.append(f"query: {r.value}")
             lines += [f"  {h['rank']:>3}. {h['score']:.4f}  {h['text']}" for h in row]
-    out = "".join(line + "\n" for line in lines)
-    if cfg.output:
-        from clozeformer.cliutil import save_config
-        from clozeformer.io import atomic_write_text
-
-        atomic_write_text(cfg.output, out)
-        save_config(cfg, cfg.output + ".config.json")
-    else:
-        sys.stdout.write(out)
+    cli.write_lines(cfg, lines)
     return 0

@@ -66,21 +66,18 @@ def group_entities(words: Sequence[tuple[str, float, int, int]]) -> list[dict]:
 
 class NerPipeline(Pipeline):
     task = "ner"
+    window_key = "ner_max_seq_len"
 
     def __init__(
         self, runner, tokenizer, *, aggregation: Aggregation = "first", stride: int | None = None, **kwargs: Any
     ) -> None:
-        if kwargs.get("max_length") is None and runner.config.extra.get("ner_max_seq_len"):
-            # a fine-tuned model reads texts in the windows its evaluation used
-            kwargs["max_length"] = min(int(runner.config.extra["ner_max_seq_len"]), runner.config.max_position_embeddings)
         super().__init__(runner, tokenizer, **kwargs)
         if aggregation not in ("first", "average"):
             raise ClozeformerError(f"aggregation={aggregation!r}: choose first or average")
-        stride = token_stride(self.max_length, stride)
         self.aggregation = aggregation
-        self.stride = stride
+        self.stride = token_stride(self.max_length, stride)
         self.labels = label_names(self.config)
-        self.backend.enable_truncation(self.max_length, stride=stride, strategy="longest_first")
+        self.backend.enable_truncation(self.max_length, stride=self.stride, strategy="longest_first")
 
     def preprocess(self, items: Sequence[Any]) -> list[Example]:
         texts = [check_text(i, t) for i, t in enumerate(items)]
@@ -101,22 +98,12 @@ class NerPipeline(Pipeline):
         for _, k, score, w, tokens in chosen:
             offsets = example.windows[w].data["offsets"]
             words.append((self.labels[k], score, offsets[tokens[0]][0], offsets[tokens[-1]][1]))
-        entities = group_entities(words)
         text = example.data["text"]
-        return {
-            "entities": [
-                {
-                    "type": e["type"],
-                    "text": text[e["start"] : e["end"]],
-                    "score": e["score"],
-                    "start": e["start"],
-                    "end": e["end"],
-                }
-                for e in entities
-            ],
-            "windows": len(example.windows),
-            "truncated": False,
-        }
+        entities = [
+            {"type": e["type"], "text": text[e["start"] : e["end"]], "score": e["score"], "start": e["start"], "end": e["end"]}
+            for e in group_entities(words)
+        ]
+        return {"entities": entities, "windows": len(example.windows), "truncated": False}
 
     def describe(self) -> dict:
         return {**super().describe(), "aggregation": self.aggregation, "stride": self.stride, "labels": self.labels}
@@ -149,11 +136,4 @@ def _as_text(record: cli.Record, result: dict) -> str:
 
 def main(args: argparse.Namespace) -> int:
     cfg = config_from_args(NerConfig, args)
-    return cli.predict_main(
-        "ner",
-        cfg,
-        {"aggregation": cfg.aggregation, "stride": cfg.stride},
-        lambda obj, src: cli.require_field(obj, "text", src),
-        lambda line, src: line,
-        _as_text,
-    )
+    return cli.predict_main("ner", cfg, {"aggregation": cfg.aggregation, "stride": cfg.stride}, _as_text)

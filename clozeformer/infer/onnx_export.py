@@ -68,8 +68,7 @@ def _dynamic_axes(arch: str) -> dict[str, dict[int, str]]:
     axes = {name: bt for name in ONNX_INPUTS}
     axes["last_hidden_state"] = bt
     if arch in MLM_ARCHITECTURES:
-        axes["masked_positions"] = {0: "masked"}
-        axes["logits"] = {0: "masked"}
+        axes["masked_positions"] = axes["logits"] = {0: "masked"}
     elif arch == "BertForSequenceClassification":
         axes["logits"] = {0: "batch"}
     elif arch == "BertForTokenClassification":
@@ -130,11 +129,8 @@ def export_onnx(model_dir: str | Path, out: str | Path, *, opset: int = 17, chec
                 do_constant_folding=True,
             )
         graph = onnx.load(str(tmp))
-        for key, value in (
-            ("architecture", arch),
-            ("clozeformer", __version__),
-            ("max_position_embeddings", str(config.max_position_embeddings)),
-        ):
+        meta = {"architecture": arch, "clozeformer": __version__, "max_position_embeddings": str(config.max_position_embeddings)}
+        for key, value in meta.items():
             graph.metadata_props.add(key=key, value=value)
         onnx.save(graph, str(tmp))
         if check:

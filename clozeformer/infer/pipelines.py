@@ -33,6 +33,7 @@ from tokenizers import Tokenizer as Backend
 from clozeformer.errors import ClozeformerError
 from clozeformer.infer.runners import Batch, Runner, TorchRunner, load_runner, read_architecture, require_task
 from clozeformer.padding import batch_indices, pad_right
+from clozeformer.tokenizer import MAX_INPUT_CHARS_PER_WORD
 
 #: task -> "module:Class"; modules import on first use.
 PIPELINES: dict[str, str] = {
@@ -80,11 +81,13 @@ def check_text(index: int, value: Any, name: str = "text") -> str:
 
 
 #: most characters one WordPiece token can stand for, its separator included (see clip_chars)
-CHARS_PER_TOKEN_BOUND = 101
+CHARS_PER_TOKEN_BOUND = MAX_INPUT_CHARS_PER_WORD + 1
 
 
 class Pipeline(ABC):
     task: ClassVar[str] = ""
+    #: config.json key of the window a fine-tuned model was evaluated with (qa, ner): its default max_length
+    window_key: ClassVar[str] = ""
 
     def __init__(
         self, runner: Runner, tokenizer, *, batch_size: int = 32, max_length: int | None = None, overlong: Overlong = "truncate"
@@ -95,6 +98,9 @@ class Pipeline(ABC):
         if overlong not in ("truncate", "reject"):
             raise ClozeformerError(f"overlong={overlong!r}: choose truncate or reject")
         limit = runner.config.max_position_embeddings
+        if max_length is None and runner.config.extra.get(self.window_key):
+            # a fine-tuned model reads texts in the windows its evaluation used
+            max_length = min(int(runner.config.extra[self.window_key]), limit)
         if max_length is not None and not 8 <= max_length <= limit:
             raise ClozeformerError(
                 f"max_length={max_length}: must be between 8 and the model's max_position_embeddings ({limit})"
@@ -199,13 +205,6 @@ class Pipeline(ABC):
         }
 
 
-def pipeline_class(task: str) -> type[Pipeline]:
-    if task not in PIPELINES:
-        raise ClozeformerError(f"unknown task {task!r}; choose one of {', '.join(PIPELINES)}")
-    module, name = PIPELINES[task].split(":")
-    return getattr(importlib.import_module(module), name)
-
-
 def pipeline(
     task: str,
     model: str | Path | Runner | torch.nn.Module,
@@ -231,7 +230,10 @@ def pipeline(
     """
     from clozeformer.tokenizer import Tokenizer, check_vocab_fits
 
-    cls = pipeline_class(task)
+    if task not in PIPELINES:
+        raise ClozeformerError(f"unknown task {task!r}; choose one of {', '.join(PIPELINES)}")
+    module, name = PIPELINES[task].split(":")
+    cls: type[Pipeline] = getattr(importlib.import_module(module), name)
     if threads is not None:
         if threads < 1:
             raise ClozeformerError(f"threads must be >= 1, got {threads}")

@@ -51,6 +51,7 @@ def split_qa(index: int, item: Any) -> tuple[str, str]:
 
 class QuestionAnsweringPipeline(Pipeline):
     task = "qa"
+    window_key = "qa_max_seq_len"
 
     def __init__(
         self,
@@ -70,8 +71,6 @@ class QuestionAnsweringPipeline(Pipeline):
         def setting(value, key):  # the caller's, else the fine-tuned model's, else the default
             return value if value is not None else extra.get(key, QA_SETTINGS[key])
 
-        if kwargs.get("max_length") is None and extra.get("qa_max_seq_len"):
-            kwargs["max_length"] = min(int(extra["qa_max_seq_len"]), runner.config.max_position_embeddings)
         super().__init__(runner, tokenizer, **kwargs)
         self.max_question_length = int(setting(max_question_length, "qa_max_query_len"))
         self.doc_stride = effective_stride(self.max_length, self.max_question_length, int(setting(doc_stride, "qa_doc_stride")))
@@ -135,15 +134,8 @@ class QuestionAnsweringPipeline(Pipeline):
         }
 
     def describe(self) -> dict:
-        return {
-            **super().describe(),
-            "doc_stride": self.doc_stride,
-            "max_answer_length": self.max_answer_length,
-            "max_question_length": self.max_question_length,
-            "allow_no_answer": self.allow_no_answer,
-            "n_best": self.n_best,
-            "null_threshold": self.null_threshold,
-        }
+        names = ("doc_stride", "max_answer_length", "max_question_length", "allow_no_answer", "n_best", "null_threshold")
+        return {**super().describe(), **{name: getattr(self, name) for name in names}}
 
 
 # ----------------------------------------------------------------------------- CLI verb
@@ -204,20 +196,10 @@ def _as_text(record: cli.Record, result: dict) -> str:
 
 
 def main(args: argparse.Namespace) -> int:
-    from clozeformer.infer.pipelines import pipeline
-
     cfg = config_from_args(QAConfig, args)
-    options = {
-        "doc_stride": cfg.doc_stride,
-        "max_answer_length": cfg.max_answer_length,
-        "max_question_length": cfg.max_question_length,
-        "allow_no_answer": cfg.allow_no_answer,
-    }
-    if cfg.question is None:
-        return cli.predict_main("qa", cfg, options, _from_fields, _text_line, _as_text)
-    cli.show_config(cfg)
-    value = {"question": cfg.question, "context": cfg.context}
-    records = [cli.Record("--question/--context", value, dict(value))]
-    pipe = pipeline("qa", cfg.model, **cfg.pipeline_kwargs(), **options)
-    cli.write_results(cfg, records, cli.run_predictions(pipe, records, progress=False), _as_text)
-    return 0
+    options = {name: getattr(cfg, name) for name in ("doc_stride", "max_answer_length", "max_question_length", "allow_no_answer")}
+    records = None  # read from the arguments or --input, unless given by --question/--context
+    if cfg.question is not None:
+        value = {"question": cfg.question, "context": cfg.context}
+        records = [cli.Record("--question/--context", value, dict(value))]
+    return cli.predict_main("qa", cfg, options, _as_text, _from_fields, _text_line, records)

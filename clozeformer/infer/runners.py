@@ -111,7 +111,8 @@ def resolve_dtype(dtype: str, device: torch.device) -> torch.dtype:
 
 @dataclass
 class Batch:
-    """One padded model input; every tensor (B, T) int64 on the CPU."""
+    """One padded model input; every tensor (B, T) int64 on the CPU. The fields are named as the
+    model's (and the ONNX graph's) inputs, so `vars(batch)` is the keyword arguments of a call."""
 
     input_ids: torch.Tensor
     attention_mask: torch.Tensor  # 1 = real token, 0 = padding
@@ -172,34 +173,30 @@ class TorchRunner(Runner):
         return cls(model, **kwargs)
 
     def _inputs(self, batch: Batch) -> dict[str, torch.Tensor]:
-        return {
-            "input_ids": batch.input_ids.to(self.device),
-            "attention_mask": batch.attention_mask.to(self.device),
-            "token_type_ids": batch.token_type_ids.to(self.device),
-        }
+        return {name: t.to(self.device) for name, t in vars(batch).items()}
 
     @staticmethod
     def _out(t: torch.Tensor) -> torch.Tensor:
         return t.float().cpu()
 
+    @torch.inference_mode()
     def hidden(self, batch: Batch) -> torch.Tensor:
-        with torch.inference_mode():
-            return self._out(self.backbone(**self._inputs(batch)).last_hidden_state)  # (B, T, H)
+        return self._out(self.backbone(**self._inputs(batch)).last_hidden_state)  # (B, T, H)
 
+    @torch.inference_mode()
     def mlm_logits(self, batch: Batch, flat_positions: torch.Tensor) -> torch.Tensor:
-        with torch.inference_mode():
-            h = self.backbone(**self._inputs(batch)).last_hidden_state  # (B, T, H)
-            h = h.reshape(-1, h.shape[-1])[flat_positions.to(self.device)]  # (N, H): masked rows only
-            return self._out(self.model.mlm(h))  # (N, V)
+        h = self.backbone(**self._inputs(batch)).last_hidden_state  # (B, T, H)
+        h = h.reshape(-1, h.shape[-1])[flat_positions.to(self.device)]  # (N, H): masked rows only
+        return self._out(self.model.mlm(h))  # (N, V)
 
+    @torch.inference_mode()
     def logits(self, batch: Batch) -> torch.Tensor:
-        with torch.inference_mode():
-            return self._out(self.model(**self._inputs(batch)).logits)
+        return self._out(self.model(**self._inputs(batch)).logits)
 
+    @torch.inference_mode()
     def span_logits(self, batch: Batch) -> tuple[torch.Tensor, torch.Tensor]:
-        with torch.inference_mode():
-            out = self.model(**self._inputs(batch))
-            return self._out(out.start_logits), self._out(out.end_logits)
+        out = self.model(**self._inputs(batch))
+        return self._out(out.start_logits), self._out(out.end_logits)
 
     def describe(self) -> dict:
         return {
@@ -241,17 +238,13 @@ class OnnxRunner(Runner):
         self.config = config
         self.architecture = architecture
         self.input_names = {i.name for i in self.session.get_inputs()}
-        self.output_names = [o.name for o in self.session.get_outputs()]
-        missing = [n for n in ONNX_OUTPUTS[architecture] if n not in self.output_names]
+        outputs = {o.name for o in self.session.get_outputs()}
+        missing = [n for n in ONNX_OUTPUTS[architecture] if n not in outputs]
         if missing:
             raise ClozeformerError(f"{path}: graph lacks output(s) {', '.join(missing)}")
 
     def _run(self, batch: Batch, names: list[str], flat_positions: torch.Tensor | None = None) -> list[torch.Tensor]:
-        feed = {
-            "input_ids": batch.input_ids.numpy(),
-            "attention_mask": batch.attention_mask.numpy(),
-            "token_type_ids": batch.token_type_ids.numpy(),
-        }
+        feed = {name: t.numpy() for name, t in vars(batch).items()}
         if "masked_positions" in self.input_names:
             pos = flat_positions if flat_positions is not None else torch.zeros(0, dtype=torch.long)
             feed["masked_positions"] = pos.numpy()

@@ -145,17 +145,13 @@ class ServeConfig:
             raise ClozeformerError(f"--tasks: unknown {', '.join(unknown)}; choose from {', '.join(TASKS)}")
 
     def task_options(self, task: str) -> dict[str, Any]:
-        return {
-            "fill-mask": {"top_k": self.top_k},
-            "embed": {"pooling": self.pooling},
-            "qa": {
-                "doc_stride": self.doc_stride,
-                "max_answer_length": self.max_answer_length,
-                "max_question_length": self.max_question_length,
-                "allow_no_answer": self.allow_no_answer,
-            },
-            "ner": {"aggregation": self.aggregation, "stride": self.stride},
-        }.get(task, {})
+        names = {
+            "fill-mask": ("top_k",),
+            "embed": ("pooling",),
+            "qa": ("doc_stride", "max_answer_length", "max_question_length", "allow_no_answer"),
+            "ner": ("aggregation", "stride"),
+        }.get(task, ())
+        return {name: getattr(self, name) for name in names}
 
 
 class HTTPError(Exception):
@@ -261,7 +257,7 @@ def parse_body(raw: bytes) -> Any:
     cost one linear scan, not a RecursionError) and strings holding unpaired UTF-16 surrogates
     ("\\ud800" is valid JSON but no text), which the tokenizer cannot encode.
     """
-    depth = deepest = 0
+    depth = 0
     in_string = escaped = False
     for byte in raw:  # bytes outside strings: track [ and { depth
         if in_string:
@@ -275,8 +271,7 @@ def parse_body(raw: bytes) -> Any:
             in_string = True
         elif byte in (0x5B, 0x7B):
             depth += 1
-            deepest = max(deepest, depth)
-            if deepest > MAX_JSON_DEPTH:
+            if depth > MAX_JSON_DEPTH:
                 raise HTTPError(422, f"the body nests JSON deeper than {MAX_JSON_DEPTH} levels")
         elif byte in (0x5D, 0x7D):
             depth -= 1
@@ -284,22 +279,10 @@ def parse_body(raw: bytes) -> Any:
         body = json.loads(raw)
     except (json.JSONDecodeError, UnicodeDecodeError, RecursionError) as e:
         raise HTTPError(422, f"the body is not valid JSON ({e})") from None
-
-    def check(v: Any) -> None:
-        if isinstance(v, str):
-            try:
-                v.encode("utf-8")
-            except UnicodeEncodeError:
-                raise HTTPError(422, "a string holds an unpaired UTF-16 surrogate (e.g. \\ud800): not text") from None
-        elif isinstance(v, list):
-            for x in v:
-                check(x)
-        elif isinstance(v, dict):
-            for k, x in v.items():
-                check(k)
-                check(x)
-
-    check(body)
+    try:  # every string of the body, keys included, must encode: a lone surrogate does not
+        json.dumps(body, ensure_ascii=False).encode("utf-8")
+    except UnicodeEncodeError:
+        raise HTTPError(422, "a string holds an unpaired UTF-16 surrogate (e.g. \\ud800): not text") from None
     return body
 
 
@@ -609,14 +592,13 @@ def build_pipelines(cfg: ServeConfig) -> dict[str, Any]:
     """{task: Pipeline} for the tasks to serve, all on one loaded model."""
     import torch
 
+    from clozeformer.hub import model_dir
     from clozeformer.infer.pipelines import pipeline
     from clozeformer.infer.runners import load_runner, read_architecture, require_task
     from clozeformer.tokenizer import Tokenizer
 
     if cfg.threads:
         torch.set_num_threads(cfg.threads)
-    from clozeformer.hub import model_dir
-
     directory = model_dir(cfg.model)
     architecture = read_architecture(directory)[1]
     tasks = cfg.tasks or tasks_for(architecture)
@@ -631,19 +613,9 @@ def build_pipelines(cfg: ServeConfig) -> dict[str, Any]:
         compile=cfg.compile,
         threads=cfg.threads,
     )
+    shared = {"batch_size": cfg.batch_size, "max_length": cfg.max_length, "overlong": cfg.overlong}
     tokenizer = Tokenizer.from_pretrained(directory)
-    return {
-        task: pipeline(
-            task,
-            runner,
-            tokenizer=tokenizer,
-            batch_size=cfg.batch_size,
-            max_length=cfg.max_length,
-            overlong=cfg.overlong,
-            **cfg.task_options(task),
-        )
-        for task in tasks
-    }
+    return {task: pipeline(task, runner, tokenizer=tokenizer, **shared, **cfg.task_options(task)) for task in tasks}
 
 
 def bind(host: str, port: int) -> socket.socket:
