@@ -6,7 +6,7 @@
 * `adamw`: torch's AdamW with the fused kernel where torch has one for the device, else foreach.
 * `Schedule` + `set_lr`: linear warmup, then linear / cosine decay or constant; ONE warmup
   convention, (step + 1) / warmup_steps, so the first update already moves the weights.
-* `clip_and_check`: gradient clipping and the NaN/Inf guard of an update.
+* `guarded_step`: the update after backward: gradient clipping, and no update on a NaN/Inf.
 
 Which number format a run computes in is `clozeformer.precision`; pretraining's extras
 (LAMB, step/token/time budgets) are `clozeformer.train.optim`.
@@ -96,13 +96,22 @@ def set_lr(opt: torch.optim.Optimizer, lr: float) -> None:
         group["lr"] = lr
 
 
-def clip_and_check(params, max_grad_norm: float, loss_value: float, scaled: bool = False) -> tuple[float, bool]:
-    """Clip the gradients to `max_grad_norm` (0 = no clipping, the norm is still measured).
+def guarded_step(opt, scaler, params, max_grad_norm: float, loss_value: float, lr: float) -> tuple[float, bool]:
+    """The update after backward: clip the gradients to `max_grad_norm` (0 = no clipping, the norm
+    is still measured), step at `lr`, clear them.
 
-    Returns (norm, bad): bad when the loss or the norm is NaN/Inf, i.e. the update must be
-    skipped. With fp16 loss scaling (`scaled`) an overflowing norm is routine and GradScaler
-    skips that step itself, so only the loss decides."""
+    Returns (norm, bad): bad when the loss or the norm is NaN/Inf, and then no update is made.
+    With fp16 loss scaling (a GradScaler `scaler`: the gradients are unscaled first) an
+    overflowing norm is routine and GradScaler skips that step itself, so only the loss decides."""
+    if scaler is not None:
+        scaler.unscale_(opt)
     norm = torch.nn.utils.clip_grad_norm_(params, max_grad_norm or float("inf"))
     norm = float(norm.full_tensor() if hasattr(norm, "full_tensor") else norm)  # FSDP: a DTensor
-    bad = not math.isfinite(loss_value) or (not scaled and not math.isfinite(norm))
+    bad = not math.isfinite(loss_value) or (scaler is None and not math.isfinite(norm))
+    if not bad:
+        set_lr(opt, lr)
+        scaler.step(opt) if scaler else opt.step()
+    if scaler is not None:
+        scaler.update()
+    opt.zero_grad(set_to_none=True)
     return norm, bad

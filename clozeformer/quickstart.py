@@ -10,7 +10,6 @@ The bundled corpus and task are openly licensed slices (see NOTICE and clozeform
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import shutil
 import sys
@@ -93,15 +92,10 @@ def cloze(model: Any, tokenizer: Any, top_k: int = 3) -> list[dict]:
     return rows
 
 
-def _print_cloze(rows: list[dict]) -> None:
+def _print_cloze(rows: list[dict]) -> list[dict]:
     for r in rows:
         print(f"  {r['text']}\n      -> {r['filled']}    [{' | '.join(r['top'])}]")
-
-
-def _read_jsonl(path: Path) -> list[dict]:
-    if not path.is_file():
-        return []
-    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+    return rows
 
 
 def _plots(out: Path, metrics: list[dict], scores: dict[str, float], metric_name: str) -> list[str]:
@@ -111,6 +105,13 @@ def _plots(out: Path, metrics: list[dict], scores: dict[str, float], metric_name
     import matplotlib.pyplot as plt
 
     made = []
+
+    def save(fig, name: str) -> None:
+        fig.tight_layout()
+        fig.savefig(out / name, dpi=110)
+        plt.close(fig)
+        made.append(name)
+
     train = [m for m in metrics if isinstance(m.get("loss"), float) and "step" in m]  # null: a skipped step
     evals = [m for m in metrics if "val_mlm_acc" in m]
     if train:
@@ -118,72 +119,78 @@ def _plots(out: Path, metrics: list[dict], scores: dict[str, float], metric_name
         ax.plot([m["step"] for m in train], [m["loss"] for m in train], lw=0.8, label="train MLM loss")
         if evals:
             ax.plot([m["step"] for m in evals], [m["val_mlm_loss"] for m in evals], "o-", label="val MLM loss")
-        ax.set_xlabel("step")
-        ax.set_ylabel("loss")
-        ax.set_title("MLM pretraining loss")
+        ax.set(xlabel="step", ylabel="loss", title="MLM pretraining loss")
         ax.legend()
-        fig.tight_layout()
-        fig.savefig(out / "loss.png", dpi=110)
-        plt.close(fig)
-        made.append("loss.png")
+        save(fig, "loss.png")
     if evals:
         fig, ax = plt.subplots(figsize=(6, 3.5))
         ax.plot([m["step"] for m in evals], [m["val_mlm_acc"] for m in evals], "o-")
-        ax.set_xlabel("step")
-        ax.set_ylabel("accuracy")
-        ax.set_title("MLM accuracy on held-out text")
-        fig.tight_layout()
-        fig.savefig(out / "mlm_accuracy.png", dpi=110)
-        plt.close(fig)
-        made.append("mlm_accuracy.png")
+        ax.set(xlabel="step", ylabel="accuracy", title="MLM accuracy on held-out text")
+        save(fig, "mlm_accuracy.png")
     fig, ax = plt.subplots(figsize=(4.5, 3.5))
-    names = list(scores)
-    bars = ax.bar(names, [scores[n] for n in names], color=["tab:blue", "tab:gray"])
+    bars = ax.bar(list(scores), list(scores.values()), color=["tab:blue", "tab:gray"])
     ax.bar_label(bars, fmt="%.3f")
-    ax.set_ylim(0, 1)
-    ax.set_ylabel(metric_name)
-    ax.set_title("QNLI (bundled slice): fine-tuned from ...")
-    fig.tight_layout()
-    fig.savefig(out / "finetune.png", dpi=110)
-    plt.close(fig)
-    made.append("finetune.png")
+    ax.set(ylim=(0, 1), ylabel=metric_name, title="QNLI (bundled slice): fine-tuned from ...")
+    save(fig, "finetune.png")
     return made
 
 
 def run(cfg: QuickstartConfig) -> dict:
+    """The six steps on the bundled corpus, then the report and its plots, all under --out."""
+    out = _fresh_out(cfg)
+    import torch  # after MPLCONFIGDIR is set
+
+    if cfg.threads:
+        torch.set_num_threads(cfg.threads)
+    print_config(cfg, "quickstart")
+    save_config(cfg, out / "quickstart_config.json")
+    timings: dict[str, float] = {}
+    t_all = time.perf_counter()
+    tok, manifest = _data(cfg, out, timings)
+    _step("3/6 cloze test with a random (untrained) model")
+    before = _print_cloze(cloze(_random_model(cfg, tok), tok))
+    summary, checkpoint, metrics, final_eval = _pretrain(cfg, out, timings)
+    _step("5/6 the same cloze test after pretraining")
+    after = _print_cloze(cloze(str(checkpoint), None))
+    scores = _finetune_qnli(cfg, out, checkpoint, timings)
+    plots = _plots(out, metrics, scores, "dev accuracy")
+    timings["total"] = time.perf_counter() - t_all
+    report = _report(cfg, tok.vocab_size, manifest, summary, final_eval, before, after, scores, timings, plots)
+    (out / "report.md").write_text(report, encoding="utf-8")
+    print(f"\nreport: {out / 'report.md'}  (plots: {', '.join(plots)}); total {timings['total'] / 60:.1f} min")
+    return {
+        "scores": scores,
+        "val_mlm_acc": final_eval.get("val_mlm_acc"),
+        "timings": timings,
+        "checkpoint": str(checkpoint),
+        "report": str(out / "report.md"),
+    }
+
+
+def _fresh_out(cfg: QuickstartConfig) -> Path:
+    """--out, new or an earlier quickstart's emptied, after checking for matplotlib (before minutes of work)."""
     import importlib.util
 
-    if importlib.util.find_spec("matplotlib") is None:  # before minutes of work, not after
+    if importlib.util.find_spec("matplotlib") is None:
         raise ClozeformerError("the quickstart draws its report's plots with matplotlib: pip install 'clozeformer[plot]'")
     out = check_output_dir(cfg.out, cfg.overwrite).resolve()
     if out.is_dir() and any(out.iterdir()):  # an earlier quickstart's (check_output_dir verified it)
         shutil.rmtree(out)
     out.mkdir(parents=True, exist_ok=True)
     mark_owned(out, "quickstart")
-    # keep every cache inside --out
-    os.environ.setdefault("MPLCONFIGDIR", str(out / ".cache" / "matplotlib"))
-    import torch
+    os.environ.setdefault("MPLCONFIGDIR", str(out / ".cache" / "matplotlib"))  # keep every cache inside --out
+    return out
 
-    from clozeformer.config import BertConfig
+
+def _data(cfg: QuickstartConfig, out: Path, timings: dict) -> tuple[Any, Any]:
+    """Steps 1 and 2: a WordPiece vocabulary trained on the bundled corpus (OUT/tokenizer), then the
+    corpus in packed sequences (OUT/data). Returns (the tokenizer, the data's manifest)."""
     from clozeformer.data.prepare import PrepareConfig, prepare
     from clozeformer.data.tokenizer_cli import TokenizerTrainConfig, train_tokenizer
-    from clozeformer.model import BertForMaskedLM
-    from clozeformer.tasks.config import FinetuneConfig
-    from clozeformer.tasks.finetune import finetune
-    from clozeformer.train.build import save_random_init
-    from clozeformer.train.config import PretrainConfig, recipe_for
-    from clozeformer.train.loop import pretrain
 
-    if cfg.threads:
-        torch.set_num_threads(cfg.threads)
-    print_config(cfg, "quickstart")
-    save_config(cfg, out / "quickstart_config.json")
     corpus = [str(asset("corpus", name)) for name in ("en_wikipedia.txt.gz", "en_books.txt.gz", "zh_xiyouji.txt.gz")]
-    timings: dict[str, float] = {}
-    t_all = time.perf_counter()
-
     t = _step("1/6 WordPiece vocabulary on the bundled corpus")
-    tok, tok_summary = train_tokenizer(
+    tok, _ = train_tokenizer(
         TokenizerTrainConfig(
             input=corpus, out=str(out / "tokenizer"), vocab_size=cfg.vocab_size, limit_alphabet=6000, num_unused=0, progress=False
         )
@@ -191,7 +198,6 @@ def run(cfg: QuickstartConfig) -> dict:
     tok.save(out / "tokenizer")
     timings["vocab"] = time.perf_counter() - t
     print(f"  {tok.vocab_size} tokens -> {out / 'tokenizer'} ({timings['vocab']:.0f}s)")
-
     t = _step("2/6 pretraining shards (packed sequences of 128 tokens)")
     manifest = prepare(
         PrepareConfig(
@@ -207,15 +213,28 @@ def run(cfg: QuickstartConfig) -> dict:
     )
     timings["prepare"] = time.perf_counter() - t
     print(f"  {manifest.num_train} train / {manifest.num_val} val sequences ({timings['prepare']:.0f}s)")
+    return tok, manifest
 
-    t = _step("3/6 cloze test with a random (untrained) model")
+
+def _random_model(cfg: QuickstartConfig, tok: Any) -> Any:
+    """For step 3: a seeded, untrained BertForMaskedLM of the architecture `pretrain` builds."""
+    import torch
+
+    from clozeformer.config import BertConfig
+    from clozeformer.model import BertForMaskedLM
+    from clozeformer.train.config import recipe_for
+
     torch.manual_seed(cfg.seed)
-    recipe = recipe_for(cfg.model, from_preset=True)  # the architecture `pretrain` builds below
-    random_model = BertForMaskedLM(
-        BertConfig.preset(cfg.model, vocab_size=tok.vocab_size, position_embedding_type=recipe.position_embedding_type)
-    ).eval()
-    before = cloze(random_model, tok)
-    _print_cloze(before)
+    recipe = recipe_for(cfg.model, from_preset=True)
+    config = BertConfig.preset(cfg.model, vocab_size=tok.vocab_size, position_embedding_type=recipe.position_embedding_type)
+    return BertForMaskedLM(config).eval()
+
+
+def _pretrain(cfg: QuickstartConfig, out: Path, timings: dict) -> tuple[dict, Path, list[dict], dict]:
+    """Step 4: MLM pretraining into OUT/pretrain; returns (summary, checkpoint, metrics, last evaluation)."""
+    from clozeformer.train.config import PretrainConfig
+    from clozeformer.train.loop import pretrain
+    from clozeformer.train.metrics import read_metrics
 
     t = _step(f"4/6 MLM pretraining, {cfg.model}, {cfg.minutes:g} minutes")
     run_dir = out / "pretrain"
@@ -238,21 +257,24 @@ def run(cfg: QuickstartConfig) -> dict:
     )
     timings["pretrain"] = time.perf_counter() - t
     checkpoint = Path(summary["checkpoint"])
-    metrics = _read_jsonl(run_dir / "metrics.jsonl")
+    metrics = read_metrics(run_dir)
     final_eval = next((m for m in reversed(metrics) if "val_mlm_acc" in m), {})
     print(
         f"  {summary.get('step')} steps; val MLM accuracy {final_eval.get('val_mlm_acc', float('nan')):.3f}, "
         f"loss {final_eval.get('val_mlm_loss', float('nan')):.3f}; checkpoint {checkpoint}"
     )
+    return summary, checkpoint, metrics, final_eval
 
-    t = _step("5/6 the same cloze test after pretraining")
-    after = cloze(str(checkpoint), None)
-    _print_cloze(after)
+
+def _finetune_qnli(cfg: QuickstartConfig, out: Path, checkpoint: Path, timings: dict) -> dict[str, float]:
+    """Step 6: QNLI fine-tuned from the checkpoint and from a random init of its exact config; dev accuracies."""
+    from clozeformer.tasks.config import FinetuneConfig
+    from clozeformer.tasks.finetune import finetune
+    from clozeformer.train.build import save_random_init
 
     t = _step("6/6 fine-tune QNLI (bundled slice) from the pretrained model and from scratch")
     qnli = str(asset("tasks", "qnli"))
-    results: dict[str, dict] = {}
-    # scratch: the pretrained model's exact config (positions, dropout, vocab) with fresh weights
+    scores: dict[str, float] = {}
     scratch = save_random_init(checkpoint, out / "random-init", seed=cfg.seed)
     for name, model in (("pretrained", checkpoint), ("scratch", scratch)):
         t1 = time.perf_counter()
@@ -272,23 +294,10 @@ def run(cfg: QuickstartConfig) -> dict:
                 report_to=["none"],
             )
         )
-        results[name] = res
         print(f"  from {name}: dev accuracy {res['best']['main']:.3f} ({time.perf_counter() - t1:.0f}s)")
+        scores[name] = float(res["best"]["main"])
     timings["finetune"] = time.perf_counter() - t
-    scores = {name: float(r["best"]["main"]) for name, r in results.items()}
-
-    plots = _plots(out, metrics, scores, "dev accuracy")
-    timings["total"] = time.perf_counter() - t_all
-    report = _report(cfg, tok.vocab_size, manifest, summary, final_eval, before, after, scores, timings, plots)
-    (out / "report.md").write_text(report, encoding="utf-8")
-    print(f"\nreport: {out / 'report.md'}  (plots: {', '.join(plots)}); total {timings['total'] / 60:.1f} min")
-    return {
-        "scores": scores,
-        "val_mlm_acc": final_eval.get("val_mlm_acc"),
-        "timings": timings,
-        "checkpoint": str(checkpoint),
-        "report": str(out / "report.md"),
-    }
+    return scores
 
 
 def _report(cfg, vocab_size, manifest, summary, final_eval, before, after, scores, timings, plots) -> str:

@@ -24,7 +24,7 @@ import torch
 
 from clozeformer.cliutil import add_config_args, config_dict, config_from_args, print_config, save_config
 from clozeformer.config import PRESETS
-from clozeformer.core import Schedule, adamw, clip_and_check, param_groups, seed_everything, set_lr
+from clozeformer.core import Schedule, adamw, guarded_step, param_groups, seed_everything
 from clozeformer.device import resolve_device
 from clozeformer.errors import ClozeformerError
 from clozeformer.hub import model_dir
@@ -146,6 +146,108 @@ class TrainResult:
     history: list[dict]
 
 
+class _Training:
+    """A fine-tuning run in progress: its optimizer, its step and loss counters, its evaluations."""
+
+    def __init__(self, cfg: FinetuneConfig, data: TaskData, model, tokenizer, device, precision, out: Path, trackers) -> None:
+        self.cfg, self.data, self.runner, self.model, self.tokenizer = cfg, data, data.runner, model, tokenizer
+        self.device, self.precision, self.out, self.trackers = device, precision, out, trackers
+        self.steps_per_epoch = F.num_batches(len(data.train_features), cfg.batch_size)
+        self.total_steps = max(1, math.ceil(cfg.epochs * self.steps_per_epoch))
+        self.optimizer, self.schedule = make_optimizer(model, cfg, self.total_steps)
+        self.scaler = torch.amp.GradScaler(device.type) if precision.needs_grad_scaler else None
+        print(
+            f"model {cfg.model}: {model.num_parameters() / 1e6:.2f}M parameters on {device}; {self.total_steps} steps "
+            f"({self.steps_per_epoch}/epoch, warmup {self.schedule.warmup_steps}), batch {cfg.batch_size}, lr {cfg.lr:g}, "
+            f"max_seq_len {self.runner.max_len}, precision {precision.name}"
+        )
+        self.history, self.best, self.saved, self.stopped_early = [], None, False, False  # as in TrainResult
+        seed_everything(cfg.seed)
+        self.lengths = [F.feature_length(f) for f in data.train_features]
+        self.t0 = time.monotonic()
+        self.epoch, self.step, self.last_eval, self.bad_streak, self.loss_sum, self.loss_n = 0, 0, -1, 0, 0.0, 0
+
+    def save(self) -> None:
+        """The model and its tokenizer to `out`."""
+        self.model.save_pretrained(self.out)
+        self.tokenizer.save(self.out)
+        self.saved = True
+
+    def run_epoch(self, bar) -> None:
+        """An epoch of shuffled, length-grouped batches (evaluated every --eval-every steps and at its end)."""
+        cfg = self.cfg
+        batches = batch_indices(
+            self.lengths, cfg.batch_size, shuffle=True, seed=cfg.seed + self.epoch, group_by_length=cfg.group_by_length
+        )
+        for idx in batches:
+            loss_value, lr = self.train_step(idx)
+            bar.update(1)
+            bar.set_postfix(loss=f"{loss_value:.4f}", lr=f"{lr:.2e}", refresh=False)
+            if cfg.max_time is not None and time.monotonic() - self.t0 > cfg.max_time * 60:
+                self.stopped_early = True
+            if self.step >= self.total_steps or self.stopped_early:
+                break
+            if cfg.eval_every and self.step % cfg.eval_every == 0:
+                self.evaluate(self.loss_sum / max(self.loss_n, 1))
+        self.epoch += 1
+        if self.last_eval != self.step:
+            self.evaluate(self.loss_sum / max(self.loss_n, 1) if self.loss_n else None)
+
+    def train_step(self, idx: list[int]) -> tuple[float, float]:
+        """One step on the features `idx`, skipped on a NaN/Inf loss or gradient; returns (loss, lr)."""
+        cfg = self.cfg
+        features = [self.data.train_features[i] for i in idx]
+        batch = {k: v.to(self.device) for k, v in F.collate(features, self.tokenizer.pad_token_id).items()}
+        with self.precision.autocast():
+            loss = self.runner.forward(self.model, batch).loss
+        (self.scaler.scale(loss) if self.scaler else loss).backward()
+        loss_value, lr = loss.item(), cfg.lr * self.schedule.factor(self.step, self.total_steps)
+        _, bad = guarded_step(self.optimizer, self.scaler, self.model.parameters(), cfg.max_grad_norm, loss_value, lr)
+        self.step += 1
+        self.bad_streak = self.bad_streak + 1 if bad else 0
+        if self.bad_streak >= MAX_BAD_STEPS:
+            raise ClozeformerError(
+                f"{self.bad_streak} consecutive steps with a NaN/Inf loss or gradient (steps {self.step - self.bad_streak + 1}-"
+                f"{self.step}, none applied); stopping. Try a lower --lr, a larger --warmup-ratio or --precision fp32"
+            )
+        if not bad:
+            self.loss_sum += loss_value
+            self.loss_n += 1
+        return loss_value, lr
+
+    def evaluate(self, train_loss: float | None) -> None:
+        """Score the dev splits now (saving the model if it is the best so far, or always with
+        --no-save-best); the entry, with `train_loss` (the mean since the last one), to the history
+        and the trackers. The mean restarts."""
+        step, epoch, evals = self.step, self.step / self.steps_per_epoch, self.data.evals
+        entry: dict = {"step": step, "epoch": round(epoch, 3), "train_loss": train_loss}
+        if evals:
+            entry.update(self.dev_scores())
+            print(
+                f"step {step} (epoch {epoch:.2f}) loss {train_loss if train_loss is not None else float('nan'):.4f}"
+                + "".join(f" | {name}: {format_scores(s)}" for name, s in entry["scores"].items())
+            )
+            if not self.cfg.save_best or self.best is None or entry["main"] > self.best["main"]:
+                self.best = entry
+                self.save()
+        self.history.append(entry)
+        if self.trackers is not None:
+            self.trackers.log({"kind": "train", "step": step, "epoch": epoch, "loss": train_loss})
+            self.trackers.log({"kind": "eval", "step": step, **entry.get("scores", {})})
+        self.model.train()
+        self.loss_sum, self.loss_n, self.last_eval = 0.0, 0, step
+
+    def dev_scores(self) -> dict:
+        """Every dev split's scores, the seconds they took, the task's main score on the first."""
+        runner, evals, t_eval = self.runner, self.data.evals, time.monotonic()
+        scores = {}
+        for ev in evals:
+            outputs = runner.infer(self.model, ev.features, self.cfg.eval_batch_size, self.device)
+            scores[ev.name] = runner.score(ev.examples, runner.decode(ev.examples, ev.features, outputs))
+        eval_seconds = round(time.monotonic() - t_eval, 2)
+        return {"scores": scores, "eval_seconds": eval_seconds, "main": runner.main_score(scores[evals[0].name])}
+
+
 def train(
     cfg: FinetuneConfig,
     spec: TaskSpec,
@@ -162,119 +264,22 @@ def train(
     evaluation (scores, mean training loss since the last one) also goes to `trackers`."""
     from tqdm.auto import tqdm
 
-    runner, evals, train_feats = data.runner, data.evals, data.train_features
-    steps_per_epoch = F.num_batches(len(train_feats), cfg.batch_size)
-    total_steps = max(1, math.ceil(cfg.epochs * steps_per_epoch))
-    optimizer, schedule = make_optimizer(model, cfg, total_steps)
-    scaler = torch.amp.GradScaler(device.type) if precision.needs_grad_scaler else None
-    print(
-        f"model {cfg.model}: {model.num_parameters() / 1e6:.2f}M parameters on {device}; {total_steps} steps "
-        f"({steps_per_epoch}/epoch, warmup {schedule.warmup_steps}), batch {cfg.batch_size}, lr {cfg.lr:g}, "
-        f"max_seq_len {runner.max_len}, precision {precision.name}"
-    )
-    history: list[dict] = []
-    best: dict | None = None
-    saved = False
-
-    def save() -> None:
-        nonlocal saved
-        model.save_pretrained(out)
-        tokenizer.save(out)
-        saved = True
-
-    def evaluate_now(step: int, epoch: float, train_loss: float | None) -> None:
-        nonlocal best
-        entry: dict = {"step": step, "epoch": round(epoch, 3), "train_loss": train_loss}
-        if evals:
-            t_eval = time.monotonic()
-            entry["scores"] = {}
-            for ev in evals:
-                outputs = runner.infer(model, ev.features, cfg.eval_batch_size, device)
-                entry["scores"][ev.name] = runner.score(ev.examples, runner.decode(ev.examples, ev.features, outputs))
-            entry["eval_seconds"] = round(time.monotonic() - t_eval, 2)
-            main = runner.main_score(entry["scores"][evals[0].name])
-            entry["main"] = main
-            print(
-                f"step {step} (epoch {epoch:.2f}) loss {train_loss if train_loss is not None else float('nan'):.4f}"
-                + "".join(f" | {name}: {format_scores(s)}" for name, s in entry["scores"].items())
-            )
-            if not cfg.save_best or best is None or main > best["main"]:
-                best = entry
-                save()
-        history.append(entry)
-        if trackers is not None:
-            trackers.log({"kind": "train", "step": step, "epoch": epoch, "loss": train_loss})
-            trackers.log({"kind": "eval", "step": step, **entry.get("scores", {})})
-        model.train()
-
-    seed_everything(cfg.seed)
-    lengths = [F.feature_length(f) for f in train_feats]
-    pad_id = tokenizer.pad_token_id
-    t0 = time.monotonic()
-    step, epoch, last_eval, bad_streak = 0, 0, -1, 0
-    loss_sum, loss_n = 0.0, 0
-    stopped_early = False
+    run = _Training(cfg, data, model, tokenizer, device, precision, out, trackers)
     model.train()
     # a log file (not a terminal) gets a progress line every 5 s instead of ten per second
-    bar = tqdm(
-        total=total_steps,
-        desc=f"finetune {spec.name}",
-        unit="step",
-        dynamic_ncols=True,
-        mininterval=0.1 if sys.stderr.isatty() else 5.0,
-    )
+    mininterval = 0.1 if sys.stderr.isatty() else 5.0
+    bar = tqdm(total=run.total_steps, desc=f"finetune {spec.name}", unit="step", dynamic_ncols=True, mininterval=mininterval)
     try:
-        while step < total_steps and not stopped_early:
-            batches = batch_indices(
-                lengths, cfg.batch_size, shuffle=True, seed=cfg.seed + epoch, group_by_length=cfg.group_by_length
-            )
-            for idx in batches:
-                batch = {k: v.to(device) for k, v in F.collate([train_feats[i] for i in idx], pad_id).items()}
-                with precision.autocast():
-                    loss = runner.forward(model, batch).loss
-                (scaler.scale(loss) if scaler else loss).backward()
-                if scaler:
-                    scaler.unscale_(optimizer)
-                loss_value = loss.item()
-                _, bad = clip_and_check(model.parameters(), cfg.max_grad_norm, loss_value, scaled=scaler is not None)
-                lr = cfg.lr * schedule.factor(step, total_steps)
-                if not bad:
-                    set_lr(optimizer, lr)
-                    scaler.step(optimizer) if scaler else optimizer.step()
-                if scaler:
-                    scaler.update()
-                optimizer.zero_grad(set_to_none=True)
-                step += 1
-                bad_streak = bad_streak + 1 if bad else 0
-                if bad_streak >= MAX_BAD_STEPS:
-                    raise ClozeformerError(
-                        f"{bad_streak} consecutive steps with a NaN/Inf loss or gradient (steps {step - bad_streak + 1}-{step}, "
-                        f"none applied); stopping. Try a lower --lr, a larger --warmup-ratio or --precision fp32"
-                    )
-                if not bad:
-                    loss_sum += loss_value
-                    loss_n += 1
-                bar.update(1)
-                bar.set_postfix(loss=f"{loss_value:.4f}", lr=f"{lr:.2e}", refresh=False)
-                if cfg.max_time is not None and time.monotonic() - t0 > cfg.max_time * 60:
-                    stopped_early = True
-                if step >= total_steps or stopped_early:
-                    break
-                if cfg.eval_every and step % cfg.eval_every == 0:
-                    evaluate_now(step, step / steps_per_epoch, loss_sum / max(loss_n, 1))
-                    loss_sum, loss_n, last_eval = 0.0, 0, step
-            epoch += 1
-            if last_eval != step:
-                evaluate_now(step, step / steps_per_epoch, loss_sum / max(loss_n, 1) if loss_n else None)
-                loss_sum, loss_n, last_eval = 0.0, 0, step
+        while run.step < run.total_steps and not run.stopped_early:
+            run.run_epoch(bar)
     finally:
         bar.close()  # before any error line, so it starts a line of its own
-    seconds = time.monotonic() - t0
-    if stopped_early:
-        print(f"stopped after {step} steps: --max-time {cfg.max_time} min reached")
-    if not saved or not cfg.save_best or not evals:
-        save()
-    return TrainResult(step, stopped_early, seconds, best, history)
+    seconds = time.monotonic() - run.t0
+    if run.stopped_early:
+        print(f"stopped after {run.step} steps: --max-time {cfg.max_time} min reached")
+    if not run.saved or not cfg.save_best or not data.evals:
+        run.save()
+    return TrainResult(run.step, run.stopped_early, seconds, run.best, run.history)
 
 
 def model_card(cfg: FinetuneConfig, spec: TaskSpec, result: dict, files: dict) -> str:

@@ -30,7 +30,7 @@ from tqdm import tqdm
 
 from clozeformer import __version__
 from clozeformer.cliutil import config_dict, print_config, save_config
-from clozeformer.core import Schedule, clip_and_check, seed_everything, set_lr
+from clozeformer.core import Schedule, guarded_step, seed_everything
 from clozeformer.data.loader import MaskingConfig, PretrainLoader
 from clozeformer.data.manifest import Manifest
 from clozeformer.errors import ClozeformerError
@@ -100,6 +100,8 @@ class Sums:
         return dict(zip(self.index, distributed.all_reduce(self.values, info).cpu().tolist()))
 
 
+#: what every objective's forward pass reads from a batch (NSP adds next_sentence_label in training)
+MLM_INPUTS = ("input_ids", "attention_mask", "token_type_ids", "labels")
 #: validation sums over the whole val split, all ranks
 EVAL_SUMS = (
     "mlm_ce",
@@ -275,7 +277,10 @@ class Trainer:
     def train_step(
         self, micro: list[dict[str, torch.Tensor]], elapsed_s: float, sched: Schedule, budget: Budget, save_due: bool
     ) -> StepResult:
-        cfg, info, dev = self.cfg, self.info, self.info.device
+        """Forward and backward on each micro-batch, then the update (none on a NaN/Inf loss or
+        gradient). The decisions every rank must share ride in the statistics' collective: rank 0's
+        clock and time-based save, a stop signal seen by any rank."""
+        cfg, info = self.cfg, self.info
         # masked tokens / NSP pairs / real tokens of the whole global batch, counted before any forward pass
         counts = torch.tensor(
             [
@@ -288,40 +293,10 @@ class Trainer:
             ],
             dtype=torch.float64,
         )  # (A, 3)
-        totals = distributed.all_reduce(counts.sum(0), info)
-        n_mlm, n_nsp, n_tok = (max(t, 1.0) for t in totals.tolist())
-        sums = Sums(STEP_SUMS, dev)
+        n_mlm, n_nsp, n_tok = totals = tuple(max(t, 1.0) for t in distributed.all_reduce(counts.sum(0), info).tolist())
+        sums = Sums(STEP_SUMS, info.device)
         for i, cpu_batch in enumerate(micro):
-            b = {k: v.to(dev, non_blocking=True) for k, v in cpu_batch.items()}
-            n_i = counts[i, 0].item()
-            inputs = {k: b[k] for k in ("input_ids", "attention_mask", "token_type_ids", "labels")}
-            if self.nsp:
-                inputs["next_sentence_label"] = b["next_sentence_label"]
-            with distributed.grad_sync(self.model, self.raw, i == len(micro) - 1, cfg.fsdp), self.precision.autocast():
-                out = self.model(**inputs)
-                logits = out.prediction_logits if self.nsp else out.logits  # (N_i, V): masked rows only
-                mlm_mean = out.mlm_loss if self.nsp or self.electra else out.loss
-                # n_i == 0: the mean is NaN; keep the head in the graph with a zero instead
-                loss = mlm_mean * (n_i / n_mlm) if n_i else logits.sum() * 0.0
-                if self.nsp:
-                    loss = loss + out.nsp_loss * (counts[i, 1].item() / n_nsp)
-                if self.electra:  # the replaced-token loss is a mean over every real token
-                    loss = loss + self.raw.rtd_weight * out.rtd_loss * (counts[i, 2].item() / n_tok)
-            loss = loss * info.world_size  # undo the gradient averaging over ranks
-            (self.scaler.scale(loss) if self.scaler else loss).backward()
-            with torch.no_grad():
-                if n_i:
-                    sums.add("mlm_ce", mlm_mean.detach().double() * n_i)
-                    sums.add("mlm_correct", (logits.argmax(-1) == b["labels"][b["labels"] != -100]).sum())
-                if self.nsp:
-                    sums.add("nsp_ce", out.nsp_loss.detach().double() * counts[i, 1].item())
-                    sums.add("nsp_correct", (out.seq_relationship_logits.argmax(-1) == b["next_sentence_label"].view(-1)).sum())
-                if self.electra:
-                    real = b["attention_mask"].bool()
-                    sums.add("rtd_bce", out.rtd_loss.detach().double() * counts[i, 2].item())
-                    sums.add("rtd_correct", ((out.rtd_logits > 0) == out.rtd_labels.bool())[real].sum())
-        # the decisions every rank must share ride in the same collective: rank 0's clock and
-        # time-based save, a stop signal seen by any rank
+            self._forward_backward(cpu_batch, counts[i], totals, sums, last=i == len(micro) - 1)
         if info.is_main:
             sums.add("elapsed_s", elapsed_s)
             sums.add("save", float(save_due))
@@ -330,18 +305,9 @@ class Trainer:
         loss_value = red["mlm_ce"] / n_mlm + (red["nsp_ce"] / n_nsp if self.nsp else 0.0)
         if self.electra:
             loss_value += self.raw.rtd_weight * red["rtd_bce"] / n_tok
-        if self.scaler is not None:
-            self.scaler.unscale_(self.opt)
-        # with fp16 an overflowing gradient is routine: GradScaler skips that step and lowers the scale
-        norm, bad = clip_and_check(self.raw.parameters(), cfg.max_grad_norm, loss_value, scaled=self.scaler is not None)
         horizon = budget.horizon(self.state.step, red["elapsed_s"])
         lr = cfg.lr * sched.factor(self.state.step, horizon)
-        if not bad:
-            set_lr(self.opt, lr)
-            self.scaler.step(self.opt) if self.scaler else self.opt.step()
-        if self.scaler is not None:
-            self.scaler.update()
-        self.opt.zero_grad(set_to_none=True)
+        norm, bad = guarded_step(self.opt, self.scaler, self.raw.parameters(), cfg.max_grad_norm, loss_value, lr)
         rec = {
             "loss": loss_value,
             "mlm_loss": red["mlm_ce"] / n_mlm,
@@ -355,6 +321,40 @@ class Trainer:
         if self.electra:
             rec.update(rtd_loss=red["rtd_bce"] / n_tok, rtd_acc=red["rtd_correct"] / n_tok)
         return StepResult(rec, red["elapsed_s"], red["stop"] > 0, red["save"] > 0, horizon)
+
+    def _forward_backward(self, cpu_batch: dict, count: torch.Tensor, totals: tuple, sums: Sums, last: bool) -> None:
+        """Forward and backward on one micro-batch, each loss weighted by its share (`count` of `totals`)
+        of the global batch's targets, gradients synced on the `last` one; its statistics to `sums`."""
+        info, dev = self.info, self.info.device
+        n_mlm, n_nsp, n_tok = totals
+        b = {k: v.to(dev, non_blocking=True) for k, v in cpu_batch.items()}
+        n_i = count[0].item()
+        inputs = {k: b[k] for k in MLM_INPUTS}
+        if self.nsp:
+            inputs["next_sentence_label"] = b["next_sentence_label"]
+        with distributed.grad_sync(self.model, self.raw, last, self.cfg.fsdp), self.precision.autocast():
+            out = self.model(**inputs)
+            logits = out.prediction_logits if self.nsp else out.logits  # (N_i, V): masked rows only
+            mlm_mean = out.mlm_loss if self.nsp or self.electra else out.loss
+            # n_i == 0: the mean is NaN; keep the head in the graph with a zero instead
+            loss = mlm_mean * (n_i / n_mlm) if n_i else logits.sum() * 0.0
+            if self.nsp:
+                loss = loss + out.nsp_loss * (count[1].item() / n_nsp)
+            if self.electra:  # the replaced-token loss is a mean over every real token
+                loss = loss + self.raw.rtd_weight * out.rtd_loss * (count[2].item() / n_tok)
+        loss = loss * info.world_size  # undo the gradient averaging over ranks
+        (self.scaler.scale(loss) if self.scaler else loss).backward()
+        with torch.no_grad():
+            if n_i:
+                sums.add("mlm_ce", mlm_mean.detach().double() * n_i)
+                sums.add("mlm_correct", (logits.argmax(-1) == b["labels"][b["labels"] != -100]).sum())
+            if self.nsp:
+                sums.add("nsp_ce", out.nsp_loss.detach().double() * count[1].item())
+                sums.add("nsp_correct", (out.seq_relationship_logits.argmax(-1) == b["next_sentence_label"].view(-1)).sum())
+            if self.electra:
+                real = b["attention_mask"].bool()
+                sums.add("rtd_bce", out.rtd_loss.detach().double() * count[2].item())
+                sums.add("rtd_correct", ((out.rtd_logits > 0) == out.rtd_labels.bool())[real].sum())
 
     # ------------------------------------------------------------------ evaluation
     @torch.no_grad()
@@ -374,12 +374,7 @@ class Trainer:
             for batch in batches:
                 b = {k: v.to(info.device) for k, v in (batch if batch is not None else pad_batch).items()}
                 with self.precision.autocast():
-                    out = self.raw(
-                        input_ids=b["input_ids"],
-                        attention_mask=b["attention_mask"],
-                        token_type_ids=b["token_type_ids"],
-                        labels=b["labels"],
-                    )
+                    out = self.raw(**{k: b[k] for k in MLM_INPUTS})
                 if batch is None:
                     continue
                 logits = out.prediction_logits if self.nsp else out.logits  # (N, V)
@@ -510,11 +505,11 @@ class Trainer:
         return trackers or Trackers([], self.run_dir, {}, enabled=False)
 
     def run(self) -> dict[str, Any]:
+        """Train until the budget is spent or a signal stops the run; returns its summary."""
         cfg, info, st = self.cfg, self.info, self.state
         if info.is_main:
             self._banner()
         budget = Budget(cfg.max_steps, cfg.max_tokens, cfg.max_time * 60 if cfg.max_time else None, self.tokens_per_step)
-        sched = Schedule(cfg.schedule, cfg.warmup_steps, cfg.min_lr_ratio)
         resume_step = st.step if self.ckpt else None
         self.log = MetricsLog(self.run_dir, info.is_main, resume_step, self._trackers(resume_step))
         handlers = {}
@@ -529,69 +524,84 @@ class Trainer:
             file=sys.stderr,
             mininterval=0.5,
         )
-        session_start, session_base, first_step = time.monotonic(), st.elapsed_s, st.step
-        it, rec, val, stopped_by, last_saved, micro = iter(self.loader), {}, {}, "budget", None, []
-        self.raw.train()
-        finished = False
+        end = None
         try:
-            while not budget.done(st.step, st.tokens, st.elapsed_s):
-                t0 = time.monotonic()
-                micro = [next(it) for _ in range(cfg.grad_accum)]
-                # every rank uses rank 0's clock (carried by the step's all-reduce): same decisions
-                now = session_base + time.monotonic() - session_start
-                save_due = bool(cfg.save_every_minutes) and now - st.last_save_s >= 60 * cfg.save_every_minutes
-                out = self.train_step(micro, now, sched, budget, save_due)
-                st.step += 1
-                st.tokens += self.tokens_per_step
-                st.elapsed_s = out.elapsed_s
-                st.bad_total += out.record["skipped"]
-                st.bad_streak = st.bad_streak + 1 if out.record["skipped"] else 0
-                rec = {
-                    "kind": "train",
-                    "step": st.step,
-                    **out.record,
-                    "tokens": st.tokens,
-                    "elapsed_s": round(st.elapsed_s, 3),
-                    "tokens_per_s": self.tokens_per_step / max(time.monotonic() - t0, 1e-9),
-                    "bad_steps": st.bad_total,
-                }
-                if st.step % cfg.log_every == 0 or out.record["skipped"]:
-                    self.log.log(rec)
-                bar.total = out.horizon
-                bar.set_postfix(
-                    loss=f"{rec['loss']:.4f}", lr=f"{rec['lr']:.2e}", tok_s=f"{rec['tokens_per_s']:,.0f}", refresh=False
-                )
-                bar.update(1)
-                if st.bad_streak >= cfg.max_bad_steps:
-                    last = ckpt_io.latest_checkpoint(self.run_dir)
-                    raise ClozeformerError(
-                        f"{st.bad_streak} consecutive steps with a NaN/Inf loss or gradient (steps "
-                        f"{st.step - st.bad_streak + 1}-{st.step}, none applied); stopping. Last good checkpoint: "
-                        f"{last or 'none'}. Try a lower --lr, more --warmup-steps or --precision fp32"
-                    )
-                if cfg.eval_every and st.step % cfg.eval_every == 0:
-                    val = self._eval_and_log(micro[-1])
-                if out.stop:
-                    stopped_by = signal.Signals(self.stop_signal).name if self.stop_signal else "signal"
-                    break
-                # no periodic checkpoint in the middle of a NaN streak: keep the last good one newest;
-                # none on the last step either: the final save below labels it with the stop reason
-                if (
-                    st.bad_streak == 0
-                    and not budget.done(st.step, st.tokens, st.elapsed_s)
-                    and ((cfg.save_every and st.step % cfg.save_every == 0) or out.save)
-                ):
-                    last_saved = self.save("periodic") or last_saved
-            if stopped_by == "budget" and micro and val.get("step") != st.step:
-                val = self._eval_and_log(micro[-1])
-            if st.step > first_step and (last_saved is None or last_saved.name != ckpt_io.checkpoint_name(st.step)):
-                last_saved = self.save(stopped_by, final=True)
-            finished = True
+            end = self._train(budget, bar)
         finally:
             bar.close()
-            self.log.close(failed=not finished)
+            self.log.close(failed=end is None)
             for s, h in handlers.items():
                 signal.signal(s, h)
+        return self._summary(*end)
+
+    def _train(self, budget: Budget, bar: tqdm) -> tuple[str, dict, dict, Path | None]:
+        """The steps, evaluations and checkpoints; returns (stopped_by, last train record, last validation, checkpoint)."""
+        cfg, st = self.cfg, self.state
+        sched = Schedule(cfg.schedule, cfg.warmup_steps, cfg.min_lr_ratio)
+        clock, first_step = (time.monotonic(), st.elapsed_s), st.step  # this session's start, on both clocks
+        it, rec, val, stopped_by, last_saved, micro = iter(self.loader), {}, {}, "budget", None, []
+        self.raw.train()
+        while not budget.done(st.step, st.tokens, st.elapsed_s):
+            micro, out, rec = self._take_step(it, sched, budget, clock, bar)
+            if cfg.eval_every and st.step % cfg.eval_every == 0:
+                val = self._eval_and_log(micro[-1])
+            if out.stop:
+                stopped_by = signal.Signals(self.stop_signal).name if self.stop_signal else "signal"
+                break
+            # no periodic checkpoint in the middle of a NaN streak: keep the last good one newest;
+            # none on the last step either: the final save below labels it with the stop reason
+            if (
+                st.bad_streak == 0
+                and not budget.done(st.step, st.tokens, st.elapsed_s)
+                and ((cfg.save_every and st.step % cfg.save_every == 0) or out.save)
+            ):
+                last_saved = self.save("periodic") or last_saved
+        if stopped_by == "budget" and micro and val.get("step") != st.step:
+            val = self._eval_and_log(micro[-1])
+        if st.step > first_step and (last_saved is None or last_saved.name != ckpt_io.checkpoint_name(st.step)):
+            last_saved = self.save(stopped_by, final=True)
+        return stopped_by, rec, val, last_saved
+
+    def _take_step(self, it, sched: Schedule, budget: Budget, clock: tuple, bar: tqdm) -> tuple[list, StepResult, dict]:
+        """`train_step` on the next micro-batches, then the run state, log and bar; returns (micro, result, record)."""
+        cfg, st = self.cfg, self.state
+        t0 = time.monotonic()
+        micro = [next(it) for _ in range(cfg.grad_accum)]
+        # every rank uses rank 0's clock (carried by the step's all-reduce): same decisions
+        now = clock[1] + time.monotonic() - clock[0]
+        save_due = bool(cfg.save_every_minutes) and now - st.last_save_s >= 60 * cfg.save_every_minutes
+        out = self.train_step(micro, now, sched, budget, save_due)
+        st.step += 1
+        st.tokens += self.tokens_per_step
+        st.elapsed_s = out.elapsed_s
+        st.bad_total += out.record["skipped"]
+        st.bad_streak = st.bad_streak + 1 if out.record["skipped"] else 0
+        rec = {
+            "kind": "train",
+            "step": st.step,
+            **out.record,
+            "tokens": st.tokens,
+            "elapsed_s": round(st.elapsed_s, 3),
+            "tokens_per_s": self.tokens_per_step / max(time.monotonic() - t0, 1e-9),
+            "bad_steps": st.bad_total,
+        }
+        if st.step % cfg.log_every == 0 or out.record["skipped"]:
+            self.log.log(rec)
+        bar.total = out.horizon
+        bar.set_postfix(loss=f"{rec['loss']:.4f}", lr=f"{rec['lr']:.2e}", tok_s=f"{rec['tokens_per_s']:,.0f}", refresh=False)
+        bar.update(1)
+        if st.bad_streak >= cfg.max_bad_steps:
+            last = ckpt_io.latest_checkpoint(self.run_dir)
+            raise ClozeformerError(
+                f"{st.bad_streak} consecutive steps with a NaN/Inf loss or gradient (steps "
+                f"{st.step - st.bad_streak + 1}-{st.step}, none applied); stopping. Last good checkpoint: "
+                f"{last or 'none'}. Try a lower --lr, more --warmup-steps or --precision fp32"
+            )
+        return micro, out, rec
+
+    def _summary(self, stopped_by: str, rec: dict, val: dict, last_saved: Path | None) -> dict[str, Any]:
+        """What `pretrain` returns, and its `done:` line on rank 0."""
+        st = self.state
         summary = {
             "step": st.step,
             "tokens": st.tokens,
@@ -602,10 +612,9 @@ class Trainer:
             "val": {k: v for k, v in val.items() if k not in ("kind", "step")},
             "checkpoint": str(last_saved or ckpt_io.latest_checkpoint(self.run_dir)),
         }
-        if info.is_main:
+        if self.info.is_main:
             print(
-                f"done: {st.step:,} steps, {st.tokens:,} tokens, {st.elapsed_s / 60:.1f} min, stopped by "
-                f"{stopped_by}; "
+                f"done: {st.step:,} steps, {st.tokens:,} tokens, {st.elapsed_s / 60:.1f} min, stopped by {stopped_by}; "
                 + (f"val MLM loss {val['val_mlm_loss']:.4f}, acc {val['val_mlm_acc']:.4f}; " if val else "")
                 + f"checkpoint {summary['checkpoint']}",
                 flush=True,
