@@ -110,7 +110,10 @@ def guarded_step(opt, scaler, params, max_grad_norm: float, loss_value: float, l
     bad = not math.isfinite(loss_value) or (scaler is None and not math.isfinite(norm))
     if not bad:
         set_lr(opt, lr)
-        scaler.step(opt) if scaler else opt.step()
+        if scaler is not None:
+            scaler.step(opt)
+        else:
+            opt.step()
     if scaler is not None:
         scaler.update()
     opt.zero_grad(set_to_none=True)
