@@ -14,6 +14,7 @@ import sys
 
 from clozeformer import __version__
 from clozeformer.errors import ClozeformerError
+from clozeformer.procs import bounded_heap
 
 #: verb -> (module, one-line help). The registry of the CLI; modules are imported lazily.
 COMMANDS: dict[str, tuple[str, str]] = {
@@ -79,6 +80,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     module.add_arguments(parser)
     args = parser.parse_args(argv[1:])
+    bounded_heap()  # this process owns the allocator: memory freed by training goes back to the system
     try:
         return int(module.main(args) or 0)
     except ClozeformerError as e:

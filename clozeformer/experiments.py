@@ -377,11 +377,12 @@ def _die_with_parent(parent: int) -> None:
     pretraining run takes SIGTERM as "checkpoint and stop"; `_logged` then ends the worker."""
     import signal
 
-    from clozeformer.procs import die_with_parent
+    from clozeformer.procs import bounded_heap, die_with_parent
 
     global _PARENT
     _PARENT = parent
     die_with_parent(signal.SIGTERM, parent)
+    bounded_heap()
 
 
 def _logged(log: str, threads: int | None, fn: Callable, *args: Any) -> Any:

@@ -93,6 +93,13 @@ def test_collator_and_pretrain(mini_shared, tmp_path):
     assert "tiny" in out and "|" in out
 
 
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
+def test_pretrain_memory(tmp_path):
+    data = make_data_dir(tmp_path)
+    out = run_bench("pretrain_memory", "--data", str(data), "--steps", "20", "--batch-size", "4", "--every", "0.2")
+    assert "| glibc default |" in out and "| bounded_heap (the CLI) |" in out
+
+
 def test_serve_load():
     pytest.importorskip("uvicorn")
     out = run_bench("serve_load", "--size", "tiny", "--requests", "6", "--clients", "1", "2", "--threads", "1")
