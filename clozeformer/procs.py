@@ -32,7 +32,6 @@ def die_with_parent(sig: int = signal.SIGTERM, parent: int | None = None) -> Non
             os.kill(os.getpid(), sig)
 
 
-
 #: the allocator environment a user may have chosen; bounded_heap leaves it alone
 _ALLOCATOR_ENV = ("MALLOC_MMAP_THRESHOLD_", "MALLOC_TRIM_THRESHOLD_", "MALLOC_ARENA_MAX", "LD_PRELOAD")
 _TRIMMER: threading.Thread | None = None
