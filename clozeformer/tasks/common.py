@@ -17,6 +17,7 @@ import csv
 import gzip
 import io
 import json
+import re
 import sys
 from collections import Counter
 from collections.abc import Iterator
@@ -257,8 +258,7 @@ def iter_csv(path: str | Path) -> Iterator[tuple[int, list[str]]]:
 def iter_jsonl(path: str | Path) -> Iterator[tuple[int, dict]]:
     """(line number, object) of a JSON-lines file; a `.json` file holding one list of objects works too."""
     text = read_text(path)
-    stripped = text.lstrip()
-    if Path(path).suffix in (".json", ".gz") and stripped.startswith("["):
+    if Path(path).suffix in (".json", ".gz") and text.lstrip().startswith("["):
         try:
             rows = json.loads(text)
         except json.JSONDecodeError as e:
@@ -274,19 +274,22 @@ def iter_jsonl(path: str | Path) -> Iterator[tuple[int, dict]]:
         yield i, json_object(line, f"{path}:{i}", "; expected one object per line")
 
 
+def first_row(rows: Iterator[tuple[int, list[str]]], path: str | Path) -> tuple[int, list[str]]:
+    """The first (line number, fields) of a table's `rows`, its header; a file without rows is an error."""
+    first = next(rows, None)
+    if first is None:
+        raise ClozeformerError(f"{path}: empty file")
+    return first
+
+
+#: file name ending -> table format
+_TABLE_FORMATS = {".tsv": "tsv", ".tab": "tsv", ".csv": "csv", ".jsonl": "jsonl", ".ndjson": "jsonl", ".json": "jsonl"}
+
+
 def table_format(path: str | Path) -> str:
     """'tsv', 'csv' or 'jsonl' from the file name (`.gz` looked through)."""
-    name = Path(path).name.lower()
-    if name.endswith(".gz"):
-        name = name[:-3]
-    for ext, kind in (
-        (".tsv", "tsv"),
-        (".tab", "tsv"),
-        (".csv", "csv"),
-        (".jsonl", "jsonl"),
-        (".ndjson", "jsonl"),
-        (".json", "jsonl"),
-    ):
+    name = Path(path).name.lower().removesuffix(".gz")
+    for ext, kind in _TABLE_FORMATS.items():
         if name.endswith(ext):
             return kind
     raise ClozeformerError(f"{path}: unknown table format; use .tsv, .csv, .jsonl or .json")
@@ -315,11 +318,7 @@ def iter_records(path: str | Path, problems: Problems) -> tuple[list[str], Itera
 
         return columns, gen_json()
     rows_iter = iter_tsv(path) if kind == "tsv" else iter_csv(path)
-    try:
-        _, header = next(rows_iter)
-    except StopIteration:
-        raise ClozeformerError(f"{path}: empty file") from None
-    header = [h.strip() for h in header]
+    header = [h.strip() for h in first_row(rows_iter, path)[1]]
 
     def gen_table() -> Iterator[tuple[Source, dict]]:
         for line, fields in rows_iter:
@@ -335,8 +334,6 @@ def iter_records(path: str | Path, problems: Problems) -> tuple[list[str], Itera
 
 def json_line_index(text: str, key: str = "id") -> dict[str, int]:
     """{value: line number} for every `"key": "value"` in a JSON text (to name lines in errors)."""
-    import re
-
     index: dict[str, int] = {}
     pattern = re.compile(r'"' + re.escape(key) + r'"\s*:\s*"((?:[^"\\]|\\.)*)"')
     for m in pattern.finditer(text):

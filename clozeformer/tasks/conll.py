@@ -43,10 +43,7 @@ def read_conll(path: str | Path, problems: Problems, labeled: bool | None = True
 
     for i, line in enumerate(read_lines(path), start=1):
         fields = line.split()
-        if not fields:
-            flush()
-            continue
-        if fields[0] == "-DOCSTART-":
+        if not fields or fields[0] == "-DOCSTART-":  # a blank line or a document separator ends a sentence
             flush()
             continue
         if n_cols is None:
@@ -113,8 +110,6 @@ def format_conll(examples: list[TokenExample], predictions: list[list[str]]) -> 
     """Input lines with the predicted tag appended, a blank line after each sentence."""
     out = []
     for ex, tags in zip(examples, predictions):
-        raw = ex.lines or ex.words
-        for line, tag in zip(raw, tags):
-            out.append(f"{line} {tag}")
+        out.extend(f"{line} {tag}" for line, tag in zip(ex.lines or ex.words, tags))
         out.append("")
     return "\n".join(out) + "\n"

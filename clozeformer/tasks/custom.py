@@ -48,20 +48,18 @@ def pick_column(
 def read_text_table(
     path: str | Path,
     problems: Problems,
+    labeled: bool | None = True,
     *,
     text_column: str | None,
     pair_column: str | None,
     label_column: str | None,
     pair: bool,
     regression: bool,
-    labeled: bool | None = True,
     id_column: str | None = None,
 ) -> list[TextExample]:
     columns, rows = iter_records(path, problems)
     text_col = pick_column(columns, text_column, TEXT_NAMES, "text", "--text-column", path)
-    pair_col = None
-    if pair:
-        pair_col = pick_column(columns, pair_column, PAIR_NAMES, "second text", "--text-pair-column", path)
+    pair_col = pick_column(columns, pair_column, PAIR_NAMES, "second text", "--text-pair-column", path) if pair else None
     label_col = pick_column(columns, label_column, LABEL_NAMES, "label", "--label-column", path, required=bool(labeled))
     if label_col is not None and label_col in (text_col, pair_col):
         raise ClozeformerError(f"{path}:1: the label column {label_col!r} is also a text column")

@@ -11,14 +11,13 @@ import argparse
 import time
 
 from clozeformer.cliutil import add_config_args, print_config
+from clozeformer.io import atomic_write_json
 from clozeformer.tasks.config import EvaluateConfig
 from clozeformer.tasks.loading import Session, task_config_from_args
 from clozeformer.tasks.runner import format_scores
 
 
 def evaluate(cfg: EvaluateConfig) -> dict:
-    from clozeformer.io import atomic_write_json
-
     run = Session.open(cfg, True, "eval", "evaluate_config.json")
     spec, runner, problems, out = run.spec, run.runner, run.problems, run.out
     result: dict = {

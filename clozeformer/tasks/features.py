@@ -13,8 +13,6 @@ it batches in Rust, gives character offsets and word ids, encodes pre-split word
 
 from __future__ import annotations
 
-import math
-
 import torch
 
 from clozeformer.padding import pad_right
@@ -38,12 +36,6 @@ def private_backend(tokenizer, max_length: int | None = None, stride: int = 0, s
     return backend
 
 
-def _count_truncated(encodings, examples, problems: Problems, max_len: int) -> None:
-    for enc, ex in zip(encodings, examples):
-        if enc.overflowing:
-            problems.warn("truncated", ex.source, f"input longer than max_seq_len={max_len} tokens; truncated")
-
-
 def encode_text(
     tokenizer, examples: list[TextExample], max_len: int, problems: Problems, label2id: dict[str, int] | None, regression: bool
 ) -> list[dict]:
@@ -53,10 +45,10 @@ def encode_text(
     """
     backend = private_backend(tokenizer, max_len)
     inputs = [ex.text_a if ex.text_b is None else (ex.text_a, ex.text_b) for ex in examples]
-    encodings = backend.encode_batch(inputs)
-    _count_truncated(encodings, examples, problems, max_len)
     feats = []
-    for i, (enc, ex) in enumerate(zip(encodings, examples)):
+    for i, (enc, ex) in enumerate(zip(backend.encode_batch(inputs), examples)):
+        if enc.overflowing:
+            problems.warn("truncated", ex.source, f"input longer than max_seq_len={max_len} tokens; truncated")
         f = {"input_ids": enc.ids, "token_type_ids": enc.type_ids, "example_index": i}
         if ex.label is not None:
             f["labels"] = float(ex.label) if regression else label2id[ex.label]
@@ -78,8 +70,7 @@ def encode_tokens(
     Training truncates a sentence longer than `max_len` (its last words are not trained on, with
     a warning). Otherwise a long sentence becomes overlapping windows (`clozeformer.spans`), as
     the `ner` pipeline reads it, so every word is predicted."""
-    stride = token_stride(max_len)
-    backend = private_backend(tokenizer, max_len, **({} if training else {"stride": stride}))
+    backend = private_backend(tokenizer, max_len, stride=0 if training else token_stride(max_len))
     encodings = backend.encode_batch([ex.words for ex in examples], is_pretokenized=True)
     feats = []
     for i, (enc, ex) in enumerate(zip(encodings, examples)):
@@ -94,12 +85,9 @@ def encode_tokens(
         for window in [enc] if training else [enc, *enc.overflowing]:
             word_ids = list(window.word_ids)
             f = {"input_ids": window.ids, "token_type_ids": window.type_ids, "example_index": i, "word_ids": word_ids}
-            if ex.tags is not None and training:
-                labels, prev = [], None
-                for w in word_ids:
-                    labels.append(IGNORE_INDEX if w is None or w == prev else label2id[ex.tags[w]])
-                    prev = w
-                f["labels"] = labels
+            if ex.tags is not None and training:  # the tag on a word's first piece: the token after another word's
+                previous = [None, *word_ids[:-1]]
+                f["labels"] = [IGNORE_INDEX if w is None or w == p else label2id[ex.tags[w]] for w, p in zip(word_ids, previous)]
             feats.append(f)
     return feats
 
@@ -128,10 +116,6 @@ def encode_choices(tokenizer, examples: list[ChoiceExample], max_len: int, probl
 def feature_length(f: dict) -> int:
     ids = f["input_ids"]
     return max(len(x) for x in ids) if ids and isinstance(ids[0], list) else len(ids)
-
-
-def num_batches(n: int, batch_size: int) -> int:
-    return math.ceil(n / batch_size)
 
 
 def collate(feats: list[dict], pad_id: int) -> dict[str, torch.Tensor]:

@@ -28,7 +28,7 @@ from clozeformer.core import Schedule, adamw, guarded_step, param_groups, seed_e
 from clozeformer.device import resolve_device
 from clozeformer.errors import ClozeformerError
 from clozeformer.hub import model_dir
-from clozeformer.io import check_output_dir, mark_owned
+from clozeformer.io import atomic_write_json, atomic_write_text, check_output_dir, mark_owned
 from clozeformer.padding import batch_indices
 from clozeformer.precision import resolve_precision
 from clozeformer.spans import effective_stride
@@ -54,17 +54,6 @@ def make_optimizer(model: torch.nn.Module, cfg: FinetuneConfig, total_steps: int
 
 #: consecutive NaN/Inf steps (each skipped) after which fine-tuning stops with an error
 MAX_BAD_STEPS = 5
-
-
-def check_out(out: str | None, overwrite: bool) -> Path:
-    """The output directory, checked early by the one rule of `io.check_output_dir`.
-
-    It is created only once the data and the model have loaded, so a run that fails on a
-    data error leaves nothing behind to --overwrite.
-    """
-    if not out:
-        raise ClozeformerError("--out is required: the directory for the fine-tuned model")
-    return check_output_dir(out, overwrite)
 
 
 @dataclass
@@ -93,8 +82,7 @@ def read_task_data(cfg: FinetuneConfig, spec: TaskSpec, files: dict, tokenizer, 
     evals = []
     for split in spec.eval_splits:
         if split in files:
-            ex = read_examples(spec, files[split], problems, True, cfg)
-            evals.append(SplitData(split, files[split], ex[: cfg.max_eval_examples] if cfg.max_eval_examples else ex))
+            evals.append(SplitData(split, read_examples(spec, files[split], problems, True, cfg)[: cfg.max_eval_examples]))
     if not evals:
         print("warning: no dev file: no evaluation during training; the last checkpoint is kept", file=sys.stderr)
     labels = discover_labels(spec, train_ex)
@@ -137,22 +125,14 @@ def task_model(cfg: FinetuneConfig, spec: TaskSpec, data: TaskData, tokenizer):
     return model
 
 
-@dataclass
-class TrainResult:
-    steps: int
-    stopped_early: bool
-    seconds: float
-    best: dict | None  # the evaluation kept (best main score, or the last)
-    history: list[dict]
-
-
 class _Training:
-    """A fine-tuning run in progress: its optimizer, its step and loss counters, its evaluations."""
+    """A fine-tuning run: its optimizer, its step and loss counters, its evaluations (`history`;
+    `best`: the one kept, best main score or the last), `seconds` of training once finished."""
 
     def __init__(self, cfg: FinetuneConfig, data: TaskData, model, tokenizer, device, precision, out: Path, trackers) -> None:
         self.cfg, self.data, self.runner, self.model, self.tokenizer = cfg, data, data.runner, model, tokenizer
         self.device, self.precision, self.out, self.trackers = device, precision, out, trackers
-        self.steps_per_epoch = F.num_batches(len(data.train_features), cfg.batch_size)
+        self.steps_per_epoch = math.ceil(len(data.train_features) / cfg.batch_size)
         self.total_steps = max(1, math.ceil(cfg.epochs * self.steps_per_epoch))
         self.optimizer, self.schedule = make_optimizer(model, cfg, self.total_steps)
         self.scaler = torch.amp.GradScaler(device.type) if precision.needs_grad_scaler else None
@@ -161,7 +141,7 @@ class _Training:
             f"({self.steps_per_epoch}/epoch, warmup {self.schedule.warmup_steps}), batch {cfg.batch_size}, lr {cfg.lr:g}, "
             f"max_seq_len {self.runner.max_len}, precision {precision.name}"
         )
-        self.history, self.best, self.saved, self.stopped_early = [], None, False, False  # as in TrainResult
+        self.history, self.best, self.saved, self.stopped_early, self.seconds = [], None, False, False, 0.0
         seed_everything(cfg.seed)
         self.lengths = [F.feature_length(f) for f in data.train_features]
         self.t0 = time.monotonic()
@@ -199,7 +179,7 @@ class _Training:
         features = [self.data.train_features[i] for i in idx]
         batch = {k: v.to(self.device) for k, v in F.collate(features, self.tokenizer.pad_token_id).items()}
         with self.precision.autocast():
-            loss = self.runner.forward(self.model, batch).loss
+            loss = self.model(**batch).loss
         (self.scaler.scale(loss) if self.scaler else loss).backward()
         loss_value, lr = loss.item(), cfg.lr * self.schedule.factor(self.step, self.total_steps)
         _, bad = guarded_step(self.optimizer, self.scaler, self.model.parameters(), cfg.max_grad_norm, loss_value, lr)
@@ -258,10 +238,11 @@ def train(
     precision,
     out: Path,
     trackers: Trackers | None = None,
-) -> TrainResult:
+) -> _Training:
     """The loop: length-grouped batches per epoch, the core's optimizer step with its NaN guard,
     evaluation every epoch (and --eval-every steps), the best checkpoint saved to `out`; each
-    evaluation (scores, mean training loss since the last one) also goes to `trackers`."""
+    evaluation (scores, mean training loss since the last one) also goes to `trackers`. Returns
+    the finished run."""
     from tqdm.auto import tqdm
 
     run = _Training(cfg, data, model, tokenizer, device, precision, out, trackers)
@@ -274,12 +255,12 @@ def train(
             run.run_epoch(bar)
     finally:
         bar.close()  # before any error line, so it starts a line of its own
-    seconds = time.monotonic() - run.t0
+    run.seconds = time.monotonic() - run.t0
     if run.stopped_early:
         print(f"stopped after {run.step} steps: --max-time {cfg.max_time} min reached")
     if not run.saved or not cfg.save_best or not data.evals:
         run.save()
-    return TrainResult(run.step, run.stopped_early, seconds, run.best, run.history)
+    return run
 
 
 def model_card(cfg: FinetuneConfig, spec: TaskSpec, result: dict, files: dict) -> str:
@@ -302,8 +283,6 @@ def model_card(cfg: FinetuneConfig, spec: TaskSpec, result: dict, files: dict) -
 
 def finetune(cfg: FinetuneConfig) -> dict:
     """Fine-tune per `cfg`; returns the metrics dict also written to OUT/metrics.json."""
-    from clozeformer.io import atomic_write_json, atomic_write_text
-
     spec = get_task(cfg.task, cfg)
     if not cfg.model:
         raise ClozeformerError("--model is required: an HF-format BERT directory or a preset (tiny, mini, ...)")
@@ -313,7 +292,11 @@ def finetune(cfg: FinetuneConfig) -> dict:
         except ClozeformerError as e:
             raise ClozeformerError(f"{e} (or a preset: {', '.join(PRESETS)})") from None
     files = resolve_files(spec, cfg.data, ("train", *spec.eval_splits), optional=spec.eval_splits)
-    out = check_out(cfg.out, cfg.overwrite)
+    if not cfg.out:
+        raise ClozeformerError("--out is required: the directory for the fine-tuned model")
+    # checked now, created only once the data and the model have loaded: a run that fails on a
+    # data error leaves nothing behind to --overwrite
+    out = check_output_dir(cfg.out, cfg.overwrite)
     if cfg.threads:
         torch.set_num_threads(cfg.threads)
     seed_everything(cfg.seed)
@@ -339,7 +322,6 @@ def finetune(cfg: FinetuneConfig) -> dict:
         if run.best is not None and run.best.get("scores"):
             trackers.summary({"kind": "best", "step": run.best["step"], "main": run.best["main"], **run.best["scores"]})
     problems.report()
-    steps_per_epoch = F.num_batches(len(data.train_features), cfg.batch_size)
     result = {
         "task": spec.name,
         "model": cfg.model,
@@ -348,9 +330,9 @@ def finetune(cfg: FinetuneConfig) -> dict:
         "train_features": len(data.train_features),
         "eval_examples": {ev.name: len(ev.examples) for ev in data.evals},
         "parameters": model.num_parameters(),
-        "steps": run.steps,
-        "planned_steps": max(1, math.ceil(cfg.epochs * steps_per_epoch)),
-        "epochs": round(run.steps / steps_per_epoch, 3),
+        "steps": run.step,
+        "planned_steps": run.total_steps,
+        "epochs": round(run.step / run.steps_per_epoch, 3),
         "train_seconds": round(run.seconds, 2),
         "stopped_early": run.stopped_early,
         "best": run.best,

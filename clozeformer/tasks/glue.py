@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from clozeformer.errors import ClozeformerError
-from clozeformer.tasks.common import Problems, Source, TextExample, iter_tsv
+from clozeformer.tasks.common import Problems, Source, TextExample, first_row, iter_tsv
 
 
 @dataclass(frozen=True)
@@ -111,23 +111,19 @@ def read_glue(task: GlueTask, path: str | Path, split: str, problems: Problems, 
     them when the file has them (test files do not)."""
     name = str(path)
     rows = iter_tsv(path)
-    first = next(rows, None)
-    if first is None:
-        raise ClozeformerError(f"{path}: empty file")
-    line0, fields0 = first
-    if task.headerless and [f.strip() for f in fields0] != ["index", "sentence"]:
+    line0, fields0 = first_row(rows, path)
+    header = [f.strip() for f in fields0]
+    if task.headerless and header != ["index", "sentence"]:
         # CoLA train/dev: no header at all, 4 fixed columns
         columns, index_col, n_fields = dict(task.headerless), None, 4
-        rows_all = [first, *rows]
+        rows_all = [(line0, fields0), *rows]
     else:
-        header = [f.strip() for f in fields0]
         columns = {c: i for i, c in enumerate(header)}
         index_col = columns.get("index", columns.get("id"))
         n_fields = len(header)
         rows_all = list(rows)
-        needed = [task.text_a] + ([task.text_b] if task.text_b else [])
-        for col in needed:
-            if col not in columns:
+        for col in (task.text_a, task.text_b):
+            if col and col not in columns:
                 raise ClozeformerError(
                     f"{path}:{line0}: no column {col!r} in the header ({', '.join(header)}); is this a {task.title} file?"
                 )
@@ -149,10 +145,7 @@ def read_glue(task: GlueTask, path: str | Path, split: str, problems: Problems, 
             continue
         text_a = fields[columns[task.text_a]]
         text_b = fields[columns[task.text_b]] if task.text_b else None
-        label: str | float | None = None
-        if read_label:
-            raw = fields[columns[task.label]].strip()
-            label = _parse_label(task, raw, src)
+        label = _parse_label(task, fields[columns[task.label]].strip(), src) if read_label else None
         guid = fields[index_col].strip() if index_col is not None else f"{split}-{len(examples)}"
         examples.append(TextExample(guid, text_a, text_b, label, src))
     if not examples:
@@ -175,9 +168,6 @@ def format_submission(task: GlueTask, examples: list[TextExample], predictions: 
     """The GLUE server's TSV: `index<TAB>prediction`; STS-B scores clipped to [0, 5]."""
     lines = ["index\tprediction"]
     for ex, pred in zip(examples, predictions):
-        if task.labels is None:
-            value = f"{min(max(float(pred), 0.0), 5.0):.3f}"
-        else:
-            value = str(pred)
+        value = f"{min(max(float(pred), 0.0), 5.0):.3f}" if task.labels is None else str(pred)
         lines.append(f"{ex.guid}\t{value}")
     return "\n".join(lines) + "\n"

@@ -43,7 +43,6 @@ GLUE_COLUMNS = {
 }
 #: the Hub's split names -> ours
 SPLIT_NAMES = {"validation": "dev", "validation_matched": "dev_matched", "validation_mismatched": "dev_mismatched"}
-SPLIT_NAMES.update({"test_matched": "test_matched", "test_mismatched": "test_mismatched"})
 
 
 def is_dataset_ref(item: str) -> bool:
@@ -69,7 +68,7 @@ def load(ref: str) -> dict[str, Any]:
             loaded = datasets.load_from_disk(ref)
     except ClozeformerError:
         raise
-    except (FileNotFoundError, ValueError, ConnectionError, OSError) as e:
+    except (OSError, ValueError) as e:  # OSError: FileNotFoundError, ConnectionError, ...
         first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
         raise ClozeformerError(f"--data {ref}: cannot load the dataset ({first})") from None
     if isinstance(loaded, datasets.Dataset):
@@ -121,8 +120,8 @@ class DatasetSplit:
         b_col = columns.get("text_pair") or b
         b = need(b_col, "second text") if b_col else None
         label = columns.get("label") or "label"
-        if labeled and label not in names:
-            raise ClozeformerError(f"{where}: no label column {label!r} (columns: {', '.join(sorted(names))})")
+        if labeled:
+            need(label, "label")
         feature = self.data.features.get(label) if label in names else None
         class_names = list(getattr(feature, "names", None) or [])
         fixed = set(spec.labels or ())
@@ -225,7 +224,7 @@ class DatasetSplit:
                 else:
                     label = int(raw)
             guid = str(row[id_col]) if id_col is not None else str(len(out))
-            text = [_text(row[c]) for c in ("sent1", "sent2", *ENDINGS)]
+            text = ["" if row[c] is None else str(row[c]) for c in ("sent1", "sent2", *ENDINGS)]
             out.append(ChoiceExample(guid, text[0], text[1], text[2:], label, src))
         if not out:
             raise ClozeformerError(f"{where}: no usable rows")
@@ -246,10 +245,6 @@ def _names_of(value, names: list[str], src: Source, what: str) -> list[str]:
             raise ClozeformerError(f"{src}: {what} has id {bad}, outside its {len(names)} names ({', '.join(names[:12])})")
         return [names[x] for x in value]
     return as_list(value, src, what)
-
-
-def _text(value) -> str:
-    return "" if value is None else str(value)
 
 
 def _first(names: set[str], candidates: tuple[str, ...]) -> str | None:

@@ -23,6 +23,7 @@ import torch
 from clozeformer import hub
 from clozeformer.cliutil import config_from_args, save_config
 from clozeformer.config import PRESETS, BertConfig
+from clozeformer.device import resolve_device
 from clozeformer.errors import ClozeformerError
 from clozeformer.tasks.common import Problems
 from clozeformer.tasks.config import INHERITED_FIELDS, FinetuneConfig, TaskDataConfig
@@ -61,8 +62,7 @@ def head_overrides(spec: TaskSpec, labels: list[str] | None) -> dict:
         return {"num_labels": 1, "problem_type": "regression"}
     if spec.family in ("classification", "token"):
         assert labels is not None
-        id2label = dict(enumerate(labels))
-        kw = {"id2label": id2label, "label2id": {v: k for k, v in id2label.items()}}
+        kw = {"id2label": dict(enumerate(labels)), "label2id": {lab: i for i, lab in enumerate(labels)}}
         if spec.family == "classification":
             kw["problem_type"] = "single_label_classification"
         return kw
@@ -124,11 +124,6 @@ def inherited_values(model_dir: str | None) -> dict:
 
 def load_finetuned(cfg: TaskDataConfig, model_dir: str | None):
     """(spec, runner, model, device) for a fine-tuned directory."""
-    import torch
-
-    from clozeformer.config import BertConfig
-    from clozeformer.device import resolve_device
-
     if not model_dir:
         raise ClozeformerError("--model is required: a fine-tuned model directory")
     mdir = hub.model_dir(model_dir)
@@ -174,14 +169,10 @@ def read_splits(
     out = []
     for split, path in files.items():
         print(f"{split}: {path}")
-        examples = read_examples(spec, path, problems, labeled, cfg)
-        if cfg.max_eval_examples:
-            examples = examples[: cfg.max_eval_examples]
+        examples = read_examples(spec, path, problems, labeled, cfg)[: cfg.max_eval_examples]  # [:None]: all
         if labeled:
             check_labels(spec, examples, runner.labels)
-        sd = SplitData(split, path, examples)
-        sd.features = runner.featurize(examples, problems, training=False)
-        out.append(sd)
+        out.append(SplitData(split, examples, runner.featurize(examples, problems, training=False)))
     return out
 
 

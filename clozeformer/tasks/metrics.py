@@ -89,11 +89,11 @@ def spearman(x: Sequence[float], y: Sequence[float]) -> float:
     return pearson(rankdata(x), rankdata(y))
 
 
-def classification_metrics(names: Iterable[str], preds: Sequence, labels: Sequence, positive: str = "1") -> dict[str, float]:
+def classification_metrics(names: Iterable[str], preds: Sequence, labels: Sequence) -> dict[str, float]:
     """The named metrics for class predictions (strings) or, for pearson/spearman/mse, scores."""
     fns = {
         "accuracy": lambda: accuracy(preds, labels),
-        "f1": lambda: f1_binary(preds, labels, positive),
+        "f1": lambda: f1_binary(preds, labels, "1"),
         "macro_f1": lambda: macro_f1(preds, labels),
         "mcc": lambda: matthews_corrcoef(preds, labels),
         "pearson": lambda: pearson(preds, labels),
@@ -188,11 +188,7 @@ def _best_threshold(preds, scores, na_probs, has_ans) -> tuple[float, float]:
     cur = best = float(sum(1 for k in scores if not has_ans[k]))
     best_thresh = 0.0
     for qid in sorted(scores, key=lambda k: na_probs.get(k, 0.0)):
-        if has_ans[qid]:
-            diff = scores[qid]
-        else:
-            diff = -1 if preds[qid] else 0
-        cur += diff
+        cur += scores[qid] if has_ans[qid] else (-1 if preds[qid] else 0)
         if cur > best:
             best, best_thresh = cur, na_probs.get(qid, 0.0)
     return 100.0 * best / len(scores), best_thresh
@@ -201,43 +197,8 @@ def _best_threshold(preds, scores, na_probs, has_ans) -> tuple[float, float]:
 # ----------------------------------------------------------------------------- CMRC 2018 (Chinese span QA)
 
 #: The CMRC 2018 script's `sp_char` list: punctuation it splits on and (with rm_punc) removes.
-CMRC_PUNCT = frozenset(
-    [
-        "-",
-        ":",
-        "_",
-        "*",
-        "^",
-        "/",
-        "\\",
-        "~",
-        "`",
-        "+",
-        "=",
-        "，",
-        "。",
-        "：",
-        "？",
-        "！",
-        "“",
-        "”",
-        "；",
-        "’",
-        "《",
-        "》",
-        "……",
-        "·",
-        "、",
-        "「",
-        "」",
-        "（",
-        "）",
-        "－",
-        "～",
-        "『",
-        "』",
-    ]
-)
+#: ("……" is one entry of that list: compared with single characters, as the script does, it never matches.)
+CMRC_PUNCT = frozenset([*"-:_*^/\\~`+=，。：？！“”；’《》", "……", *"·、「」（）－～『』"])
 _CJK = re.compile(r"[\u4e00-\u9fa5]")
 
 

@@ -17,14 +17,13 @@ import argparse
 import time
 
 from clozeformer.cliutil import add_config_args, print_config
+from clozeformer.io import atomic_write_json
 from clozeformer.tasks.config import PredictConfig
 from clozeformer.tasks.loading import Session, task_config_from_args
 from clozeformer.tasks.runner import format_scores, gold_labels
 
 
 def predict(cfg: PredictConfig) -> dict:
-    from clozeformer.io import atomic_write_json
-
     run = Session.open(cfg, None, "predictions", "predict_config.json")
     spec, runner, problems, out = run.spec, run.runner, run.problems, run.out
     result: dict = {"task": spec.name, "model": cfg.model, "files": {}, "scores": {}}

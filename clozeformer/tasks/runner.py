@@ -17,6 +17,7 @@ import torch
 
 from clozeformer import spans
 from clozeformer.errors import ClozeformerError
+from clozeformer.io import atomic_write_json, atomic_write_text
 from clozeformer.padding import batch_indices
 from clozeformer.tasks import features as F
 from clozeformer.tasks import glue, metrics, squad_post
@@ -28,10 +29,9 @@ from clozeformer.tasks.spec import TaskSpec
 
 @dataclass
 class SplitData:
-    """One split: where it came from, its examples and their features."""
+    """One split: its name, its examples and their features."""
 
     name: str
-    path: Path
     examples: list
     features: list[dict] = field(default_factory=list)
 
@@ -116,10 +116,6 @@ class TaskRunner:
             training=training,
             problems=problems,
         )
-
-    def forward(self, model, batch: dict[str, torch.Tensor]):
-        """Model outputs for a collated batch (loss included when the batch has targets)."""
-        return model(**batch)
 
     # ------------------------------------------------------------------ run the model
     @torch.no_grad()
@@ -219,9 +215,6 @@ class TaskRunner:
 
     # ------------------------------------------------------------------ files
     def write_predictions(self, out_dir: Path, split: str, examples: list, decoded: Decoded) -> list[Path]:
-        from clozeformer.io import atomic_write_json, atomic_write_text
-
-        out_dir = Path(out_dir)
         fam = self.spec.family
         g = self.spec.glue
         if g is not None:

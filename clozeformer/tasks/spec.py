@@ -25,7 +25,7 @@ from typing import Any, Literal
 
 from clozeformer.errors import ClozeformerError
 from clozeformer.tasks import conll, custom, glue, squad, swag
-from clozeformer.tasks.common import Problems
+from clozeformer.tasks.common import Problems, read_text
 from clozeformer.tasks.config import TaskDataConfig
 
 Family = Literal["classification", "regression", "token", "qa", "choice"]
@@ -87,48 +87,36 @@ _TOKEN_SPLITS = {
 }
 
 
-def _squad_splits(train: str, dev: str) -> dict[str, tuple[str, ...]]:
-    return {
-        "train": (train, "train.json", "*train*.json"),
-        "dev": (dev, "dev.json", "*dev*.json"),
-        "test": ("test.json", "*test*.json"),
-    }
+#: span QA task -> (title, train file, dev file, metric)
+_QA_TASKS = {
+    "squad": ("SQuAD v1.1", "train-v1.1.json", "dev-v1.1.json", "squad_v1"),
+    "squad_v2": ("SQuAD v2.0", "train-v2.0.json", "dev-v2.0.json", "squad_v2"),
+    "xquad": ("XQuAD", "train.json", "xquad.en.json", "squad_v1"),
+    "cmrc2018": ("CMRC 2018", "cmrc2018_train.json", "cmrc2018_dev.json", "cmrc"),
+}
+_TASK_NAMES = (*glue.GLUE_TASKS, *_QA_TASKS, "conll2003", "swag", "chnsenticorp", *CUSTOM_TASKS)
+#: other spellings of task names; names are compared by their letters and digits (`_key`)
+_ALIASES = {
+    "squad": ("squadv1", "squadv11", "squad11"),
+    "squad_v2": ("squadv20", "squad2", "squad20"),
+    "xquad": ("xquaden",),
+    "cmrc2018": ("cmrc",),
+    "conll2003": ("conll",),
+    "token-classification": ("ner",),
+    "qa": ("questionanswering",),
+}
+
+
+def _key(name: str) -> str:
+    return re.sub(r"[^a-z0-9]", "", name.lower())
 
 
 def _canonical(name: str) -> str:
-    key = re.sub(r"[^a-z0-9]", "", name.lower())
-    aliases = {
-        "squad": "squad",
-        "squadv1": "squad",
-        "squadv11": "squad",
-        "squad11": "squad",
-        "squadv2": "squad_v2",
-        "squadv20": "squad_v2",
-        "squad2": "squad_v2",
-        "squad20": "squad_v2",
-        "xquad": "xquad",
-        "xquaden": "xquad",
-        "cmrc2018": "cmrc2018",
-        "cmrc": "cmrc2018",
-        "conll2003": "conll2003",
-        "conll": "conll2003",
-        "swag": "swag",
-        "chnsenticorp": "chnsenticorp",
-        "classification": "classification",
-        "pairclassification": "pair-classification",
-        "regression": "regression",
-        "tokenclassification": "token-classification",
-        "ner": "token-classification",
-        "qa": "qa",
-        "questionanswering": "qa",
-    }
-    aliases.update({g: g for g in glue.GLUE_TASKS})
-    if key not in aliases:
-        known = ", ".join(
-            [*glue.GLUE_TASKS, "squad", "squad_v2", "xquad", "cmrc2018", "conll2003", "swag", "chnsenticorp", *CUSTOM_TASKS]
-        )
-        raise ClozeformerError(f"unknown task {name!r}; choose one of: {known}")
-    return aliases[key]
+    aliases = {_key(n): n for n in _TASK_NAMES}
+    aliases.update((alias, n) for n, spellings in _ALIASES.items() for alias in spellings)
+    if _key(name) not in aliases:
+        raise ClozeformerError(f"unknown task {name!r}; choose one of: {', '.join(_TASK_NAMES)}")
+    return aliases[_key(name)]
 
 
 def get_task(name: str | None, cfg: TaskDataConfig) -> TaskSpec:
@@ -152,15 +140,13 @@ def get_task(name: str | None, cfg: TaskDataConfig) -> TaskSpec:
             g.metrics,
             glue=g,
         )
-    if canon in ("squad", "squad_v2", "xquad", "cmrc2018"):
+    if canon in _QA_TASKS:
+        title, train, dev, metric = _QA_TASKS[canon]
         splits = {
-            "squad": _squad_splits("train-v1.1.json", "dev-v1.1.json"),
-            "squad_v2": _squad_splits("train-v2.0.json", "dev-v2.0.json"),
-            "xquad": _squad_splits("train.json", "xquad.en.json"),
-            "cmrc2018": _squad_splits("cmrc2018_train.json", "cmrc2018_dev.json"),
-        }[canon]
-        metric = {"squad_v2": "squad_v2", "cmrc2018": "cmrc"}.get(canon, "squad_v1")
-        title = {"squad": "SQuAD v1.1", "squad_v2": "SQuAD v2.0", "xquad": "XQuAD", "cmrc2018": "CMRC 2018"}[canon]
+            "train": (train, "train.json", "*train*.json"),
+            "dev": (dev, "dev.json", "*dev*.json"),
+            "test": ("test.json", "*test*.json"),
+        }
         return TaskSpec(
             canon, "qa", title, squad.read_squad, splits, metrics=("f1", "exact_match"), default_max_seq_len=384, qa_metric=metric
         )
@@ -194,7 +180,7 @@ def get_task(name: str | None, cfg: TaskDataConfig) -> TaskSpec:
             canon,
             "classification",
             "ChnSentiCorp",
-            _labeled_kw(read),
+            read,
             {"train": ("train.tsv",), "dev": ("dev.tsv",), "test": ("test.tsv",)},
             labels=("0", "1"),
         )
@@ -220,13 +206,6 @@ def read_examples(
     return spec.read(source, problems, labeled)
 
 
-def _labeled_kw(read: Callable) -> Callable:
-    def wrapped(path, problems, labeled=True):
-        return read(path, problems, labeled=labeled)
-
-    return wrapped
-
-
 def _read_glue(task: glue.GlueTask, path, problems, labeled=True):
     return glue.read_glue(task, path, Path(path).stem, problems, labeled)
 
@@ -245,12 +224,7 @@ def _custom_task(canon: str, cfg: TaskDataConfig) -> TaskSpec:
         )
         metrics = ("pearson", "spearman", "mse") if regression else ("accuracy", "macro_f1")
         return TaskSpec(
-            canon,
-            "regression" if regression else "classification",
-            canon,
-            _labeled_kw(read),
-            dict(_CUSTOM_SPLITS),
-            metrics=metrics,
+            canon, "regression" if regression else "classification", canon, read, dict(_CUSTOM_SPLITS), metrics=metrics
         )
     if canon == "token-classification":
 
@@ -288,8 +262,6 @@ def _custom_task(canon: str, cfg: TaskDataConfig) -> TaskSpec:
 
 
 def _looks_like_squad(path) -> bool:
-    from clozeformer.tasks.common import read_text
-
     text = read_text(path)
     return text.lstrip().startswith("{") and '"data"' in text[: 1 << 20]
 

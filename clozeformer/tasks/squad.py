@@ -29,9 +29,7 @@ def _locate(context: str, text: str, start: int) -> int:
     while i != -1:
         hits.append(i)
         i = context.find(text, i + 1)
-    if not hits:
-        return -1
-    return min(hits, key=lambda h: abs(h - start))
+    return min(hits, key=lambda h: abs(h - start), default=-1)
 
 
 def _answers(raw, context: str, src: Source, problems: Problems) -> list[Answer]:

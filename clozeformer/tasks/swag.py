@@ -14,7 +14,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from clozeformer.errors import ClozeformerError
-from clozeformer.tasks.common import ChoiceExample, Problems, Source, iter_csv
+from clozeformer.tasks.common import ChoiceExample, Problems, Source, first_row, iter_csv
 
 ENDINGS = ("ending0", "ending1", "ending2", "ending3")
 
@@ -22,10 +22,7 @@ ENDINGS = ("ending0", "ending1", "ending2", "ending3")
 def read_swag(path: str | Path, problems: Problems, labeled: bool | None = True) -> list[ChoiceExample]:
     name = str(path)
     rows = iter_csv(path)
-    first = next(rows, None)
-    if first is None:
-        raise ClozeformerError(f"{path}: empty file")
-    line0, header = first
+    line0, header = first_row(rows, path)
     cols = {c.strip(): i for i, c in enumerate(header)}
     for c in ("sent1", "sent2", *ENDINGS):
         if c not in cols:
