@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from clozeformer.errors import ClozeformerError
-from clozeformer.io import json_object
+from clozeformer.io import atomic_write_json, json_object
 
 T = TypeVar("T")
 _UNSET = object()
@@ -94,21 +94,13 @@ def _base_type(tp: Any) -> tuple[Any, bool]:
     return tp, False
 
 
-def add_dataclass_args(
-    parser: argparse.ArgumentParser, cls: type, *, skip: tuple[str, ...] = (), positional: tuple[str, ...] = ()
-) -> None:
+def add_dataclass_args(parser: argparse.ArgumentParser, cls: type, *, positional: tuple[str, ...] = ()) -> None:
     """Add one flag per field of dataclass `cls`; defaults stay unset so a file can fill them."""
     hints = typing.get_type_hints(cls)
     group = parser.add_argument_group(f"{cls.__name__} options")
     for f in dataclasses.fields(cls):
-        if f.name in skip or f.metadata.get("cli") is False:
-            continue
-        tp, optional = _base_type(hints[f.name])
-        default = (
-            f.default
-            if f.default is not dataclasses.MISSING
-            else (f.default_factory() if f.default_factory is not dataclasses.MISSING else None)
-        )  # type: ignore[misc]
+        tp, _ = _base_type(hints[f.name])
+        default = f.default_factory() if f.default_factory is not dataclasses.MISSING else f.default
         help_ = f.metadata.get("help", "")
         choices = f.metadata.get("choices")
         if choices is None and typing.get_origin(tp) is typing.Literal:
@@ -130,8 +122,6 @@ def add_dataclass_args(
             kw["type"] = {float: finite_float, int: int, str: str}.get(tp, str)
             if choices:
                 kw["choices"] = choices
-        if f.metadata.get("flag"):
-            names.insert(0, f.metadata["flag"])
         group.add_argument(*names, **kw)
 
 
@@ -188,13 +178,9 @@ def dataclass_from_args(cls: type[T], args: argparse.Namespace, file_values: dic
     for f in dataclasses.fields(cls):  # type: ignore[arg-type]
         lo, hi = f.metadata.get("min"), f.metadata.get("max")
         v = values.get(f.name)
-        if (
-            isinstance(v, (int, float))
-            and not isinstance(v, bool)
-            and ((lo is not None and v < lo) or (hi is not None and v > hi))
-        ):
-            flag = "--" + f.name.replace("_", "-")
-            raise ClozeformerError(f"{flag} must be in [{lo}, {hi}], got {v}")
+        numeric = isinstance(v, (int, float)) and not isinstance(v, bool)
+        if numeric and ((lo is not None and v < lo) or (hi is not None and v > hi)):
+            raise ClozeformerError(f"--{f.name.replace('_', '-')} must be in [{lo}, {hi}], got {v}")
     try:
         return cls(**values)  # type: ignore[call-arg]
     except TypeError as e:
@@ -224,6 +210,4 @@ def print_config(cfg: Any, title: str | None = None) -> None:
 
 
 def save_config(cfg: Any, path: str | Path) -> None:
-    from clozeformer.io import atomic_write_json
-
     atomic_write_json(path, config_dict(cfg))

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from clozeformer.errors import ClozeformerError
+from clozeformer.io import atomic_write_text
 
 #: Activations the FFN supports, by their HF `hidden_act` names.
 ACTIVATIONS = ("gelu", "gelu_new", "gelu_pytorch_tanh", "gelu_fast", "relu", "silu", "swish")
@@ -181,11 +182,8 @@ class BertConfig:
         if name not in PRESETS:
             raise ClozeformerError(f"unknown model preset {name!r}; choose one of {', '.join(PRESETS)}")
         layers, hidden, heads = PRESETS[name]
-        kw: dict[str, Any] = dict(
-            num_hidden_layers=layers, hidden_size=hidden, num_attention_heads=heads, intermediate_size=4 * hidden
-        )
-        kw.update(overrides)
-        return cls(**kw)
+        sizes = dict(num_hidden_layers=layers, hidden_size=hidden, num_attention_heads=heads, intermediate_size=4 * hidden)
+        return cls(**{**sizes, **overrides})
 
     # ------------------------------------------------------------------ (de)serialisation
     def to_dict(self) -> dict[str, Any]:
@@ -249,12 +247,9 @@ class BertConfig:
         kw = {k: d.pop(k) for k in list(d) if k in names}
         extra = d.pop("extra", {}) if isinstance(d.get("extra"), dict) else {}
         extra.update(d)
-        # HF defaults num_labels from id2label; ignore default "LABEL_i" maps with no labels asked.
         try:
             return cls(**kw, extra=extra)
-        except TypeError as e:
-            raise ClozeformerError(f"{source}: {e}") from None
-        except ClozeformerError as e:
+        except (TypeError, ClozeformerError) as e:
             raise ClozeformerError(f"{source}: {e}") from None
 
     @classmethod
@@ -281,8 +276,6 @@ class BertConfig:
         return json.dumps(self.to_dict(), indent=2, ensure_ascii=False) + "\n"
 
     def save_pretrained(self, directory: str | Path) -> None:
-        from clozeformer.io import atomic_write_text
-
         atomic_write_text(Path(directory) / "config.json", self.to_json_string())
 
     def copy(self, **changes: Any) -> BertConfig:

@@ -4,7 +4,7 @@
 * `param_groups`: BERT's weight-decay rule, decay on every matrix and embedding, none on biases
   and LayerNorm parameters (google-research/bert `optimization.py`, `exclude_from_weight_decay`).
 * `adamw`: torch's AdamW with the fused kernel where torch has one for the device, else foreach.
-* `Schedule` + `set_lr`: linear warmup, then linear / cosine decay or constant; ONE warmup
+* `Schedule`: linear warmup, then linear / cosine decay or constant; ONE warmup
   convention, (step + 1) / warmup_steps, so the first update already moves the weights.
 * `guarded_step`: the update after backward: gradient clipping, and no update on a NaN/Inf.
 
@@ -91,11 +91,6 @@ class Schedule:
         return self.min_ratio + (1.0 - self.min_ratio) * f
 
 
-def set_lr(opt: torch.optim.Optimizer, lr: float) -> None:
-    for group in opt.param_groups:
-        group["lr"] = lr
-
-
 def guarded_step(opt, scaler, params, max_grad_norm: float, loss_value: float, lr: float) -> tuple[float, bool]:
     """The update after backward: clip the gradients to `max_grad_norm` (0 = no clipping, the norm
     is still measured), step at `lr`, clear them.
@@ -109,7 +104,8 @@ def guarded_step(opt, scaler, params, max_grad_norm: float, loss_value: float, l
     norm = float(norm.full_tensor() if hasattr(norm, "full_tensor") else norm)  # FSDP: a DTensor
     bad = not math.isfinite(loss_value) or (scaler is None and not math.isfinite(norm))
     if not bad:
-        set_lr(opt, lr)
+        for group in opt.param_groups:
+            group["lr"] = lr
         if scaler is not None:
             scaler.step(opt)
         else:

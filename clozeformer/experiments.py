@@ -23,8 +23,11 @@ results.md and PNG plots under --out.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib.util
 import json
+import os
+import signal
 import statistics
 import time
 from collections.abc import Callable
@@ -35,6 +38,8 @@ from typing import Any, Literal
 from clozeformer.cliutil import add_config_args, config_from_args, flag_help, print_config, save_config
 from clozeformer.errors import ClozeformerError
 from clozeformer.io import atomic_write_json, atomic_write_text
+from clozeformer.procs import bounded_heap, die_with_parent
+from clozeformer.train.metrics import read_metrics
 
 EXPERIMENTS = ("pretrain-vs-scratch", "mlm-vs-clm", "nsp-ablation")
 
@@ -146,26 +151,17 @@ class ExperimentConfig:
 
 # ----------------------------------------------------------------------------- shared pieces
 
-TASK_DIRS = {
-    "sst2": "SST-2",
-    "cola": "CoLA",
-    "mrpc": "MRPC",
-    "rte": "RTE",
-    "stsb": "STS-B",
-    "wnli": "WNLI",
-    "qnli": "QNLI",
-    "qqp": "QQP",
-    "mnli": "MNLI",
-    "chnsenticorp": "chnsenticorp",
-}
-
 
 def task_dir(cfg: ExperimentConfig, task: str) -> Path:
+    """The task's directory under --tasks-data: GLUE's spelling (SST-2/, CoLA/, ...) or the task's name."""
+    from clozeformer.tasks.glue import GLUE_TASKS
+
     root = Path(cfg.tasks_data)
-    for cand in (root / TASK_DIRS.get(task, task), root / task):
+    name = GLUE_TASKS[task].title if task in GLUE_TASKS else task
+    for cand in (root / name, root / task):
         if cand.is_dir():
             return cand
-    raise ClozeformerError(f"--tasks-data {root}: no directory for task {task!r} ({TASK_DIRS.get(task, task)}/)")
+    raise ClozeformerError(f"--tasks-data {root}: no directory for task {task!r} ({name}/)")
 
 
 def check_tasks(cfg: ExperimentConfig) -> None:
@@ -331,15 +327,10 @@ def reused_pretraining(model_dir: Path) -> dict:
     if (model_dir / "trainer_state.json").is_file():
         state = json.loads((model_dir / "trainer_state.json").read_text(encoding="utf-8"))
         info.update(steps=state.get("step"), seconds=state.get("elapsed_s"))
-        metrics = model_dir.parent.parent / "metrics.jsonl"  # RUN/checkpoints/step-N -> RUN/metrics.jsonl
-        if metrics.is_file():
-            evals = [
-                r
-                for r in map(json.loads, metrics.read_text(encoding="utf-8").splitlines())
-                if r.get("kind") == "eval" and r.get("step") == state.get("step")
-            ]
-            if evals:
-                info["val"] = evals[-1]
+        run = model_dir.parent.parent  # RUN/checkpoints/step-N -> RUN (its metrics.jsonl)
+        evals = [r for r in read_metrics(run) if r.get("kind") == "eval" and r["step"] == state.get("step")]
+        if evals:
+            info["val"] = evals[-1]
     return info
 
 
@@ -375,10 +366,6 @@ def _die_with_parent(parent: int) -> None:
     """Pool-worker initializer: on Linux, ask the kernel to SIGTERM this worker when the experiment
     process dies, so that killing the experiment does not leave orphaned runs burning the CPU. A
     pretraining run takes SIGTERM as "checkpoint and stop"; `_logged` then ends the worker."""
-    import signal
-
-    from clozeformer.procs import bounded_heap, die_with_parent
-
     global _PARENT
     _PARENT = parent
     die_with_parent(signal.SIGTERM, parent)
@@ -387,9 +374,6 @@ def _die_with_parent(parent: int) -> None:
 
 def _logged(log: str, threads: int | None, fn: Callable, *args: Any) -> Any:
     """A worker: fn(*args) with `threads` torch threads and its stdout/stderr in the file `log`."""
-    import contextlib
-    import os
-
     import torch
 
     if threads:
@@ -419,7 +403,6 @@ def run_many(cfg: ExperimentConfig, runs: list[tuple[str, Callable, tuple]], out
                 print(f"   {name}: {results[-1]:.4f}", flush=True)
         return results
     import multiprocessing as mp
-    import os
     from concurrent.futures import ProcessPoolExecutor, as_completed
 
     results: list[Any] = [None] * len(runs)
@@ -474,9 +457,8 @@ def run(cfg: ExperimentConfig) -> dict:
         if given:
             pretrained, summary = given[0], reused_pretraining(given[0])
         else:
-            pretrained, summary = run_many(cfg, [("pretrain mlm", run_pretraining, (cfg, out / "pretrain", "mlm", steps))], out)[
-                0
-            ]
+            arm = ("pretrain mlm", run_pretraining, (cfg, out / "pretrain", "mlm", steps))
+            ((pretrained, summary),) = run_many(cfg, [arm], out)
         pre["pretrained"] = pretraining_entry(pretrained, summary)
         from clozeformer.train.build import save_random_init
 
@@ -517,15 +499,9 @@ def run(cfg: ExperimentConfig) -> dict:
     for task in cfg.tasks:
         for seed in range(cfg.seeds):
             for v, dirs in variants.items():
-                slug = _slug(v)
                 model_dir = dirs if isinstance(dirs, Path) else dirs[task]  # a +tapt arm: one model per task
-                runs.append(
-                    (
-                        f"{v} / {task} / seed {seed}",
-                        finetune_standard,
-                        (cfg, model_dir, task, seed, out / "finetune" / f"{slug}-{task}-{seed}"),
-                    )
-                )
+                run_out = out / "finetune" / f"{_slug(v)}-{task}-{seed}"
+                runs.append((f"{v} / {task} / seed {seed}", finetune_standard, (cfg, model_dir, task, seed, run_out)))
                 keys.append((v, task))
     scores: dict[str, dict[str, list[float]]] = {v: {t: [] for t in cfg.tasks} for v in variants}
     for (v, task), s in zip(keys, run_many(cfg, runs, out)):
@@ -572,10 +548,7 @@ def results_markdown(cfg: ExperimentConfig, result: dict) -> str:
         "|---|" + "---|" * len(variants),
     ]
     for task in cfg.tasks:
-        cells = []
-        for v in variants:
-            m, s = mean_std(scores[v][task])
-            cells.append(f"{m:.3f} +- {s:.3f}")
+        cells = ["{:.3f} +- {:.3f}".format(*mean_std(scores[v][task])) for v in variants]
         lines.append(f"| {task} | " + " | ".join(cells) + " |")
     from clozeformer.tasks.config import TaskDataConfig
     from clozeformer.tasks.spec import get_task
@@ -629,8 +602,6 @@ def _pretraining_summary(variant: str, d: dict) -> str:
 
 
 def plot_results(out: Path, cfg: ExperimentConfig, scores: dict, pre: dict) -> None:
-    import os
-
     os.environ.setdefault("MPLCONFIGDIR", str(out / ".cache" / "matplotlib"))
     import matplotlib
 
@@ -667,12 +638,7 @@ def plot_results(out: Path, cfg: ExperimentConfig, scores: dict, pre: dict) -> N
 
 def _loss_curve(checkpoint: Path) -> tuple[list[float], list[float]] | None:
     """(minutes, training loss) of the run a checkpoint (RUN/checkpoints/step-N) belongs to."""
-    from clozeformer.train.metrics import read_metrics
-
-    path = checkpoint.parent.parent / "metrics.jsonl"
-    if not path.is_file():
-        return None
-    train = [r for r in read_metrics(path) if r.get("kind") == "train" and "loss" in r]
+    train = [r for r in read_metrics(checkpoint.parent.parent) if r.get("kind") == "train" and "loss" in r]
     return ([r["elapsed_s"] / 60 for r in train], [r["loss"] for r in train]) if train else None
 
 

@@ -19,15 +19,18 @@ from __future__ import annotations
 
 import json
 import logging
+import pickle
 import re
 from pathlib import Path
 from typing import Any
 
 import torch
+from safetensors import SafetensorError
+from safetensors.torch import load_file, save_file
 
 from clozeformer.config import BertConfig
 from clozeformer.errors import ClozeformerError
-from clozeformer.io import check_complete
+from clozeformer.io import atomic_path, atomic_write_text, check_complete
 
 log = logging.getLogger("clozeformer")
 
@@ -116,9 +119,6 @@ def from_hf_key(key: str, rotary: bool = False) -> str:
 
 
 def _read_safetensors(path: Path) -> dict[str, torch.Tensor]:
-    from safetensors import SafetensorError
-    from safetensors.torch import load_file
-
     try:
         return load_file(str(path))
     except (SafetensorError, OSError, ValueError) as e:
@@ -126,8 +126,6 @@ def _read_safetensors(path: Path) -> dict[str, torch.Tensor]:
 
 
 def _read_bin(path: Path) -> dict[str, torch.Tensor]:
-    import pickle
-
     try:
         sd = torch.load(str(path), map_location="cpu", weights_only=True)
     except (pickle.UnpicklingError, RuntimeError, EOFError, OSError, ValueError) as e:
@@ -162,7 +160,7 @@ def read_weights(directory: Path) -> tuple[dict[str, torch.Tensor], Path]:
 # ----------------------------------------------------------------------------- load
 
 
-def load_pretrained(cls, path, config: BertConfig | None = None, strict_heads: bool = False, **config_overrides: Any):
+def load_pretrained(cls, path, strict_heads: bool = False, **config_overrides: Any):
     """Build `cls` from an HF-format directory. `config_overrides` (e.g. num_labels, id2label)
     change the saved config before the model is built; a task head whose shape then differs from
     the checkpoint's is initialised fresh (and reported) only when the override asked for it."""
@@ -172,10 +170,9 @@ def load_pretrained(cls, path, config: BertConfig | None = None, strict_heads: b
     if not directory.is_dir():
         raise ClozeformerError(f"{directory}: expected a model directory (config.json + weights)")
     check_complete(directory)
-    if config is None:
-        if not (directory / "config.json").is_file():
-            raise ClozeformerError(f"{directory}: no config.json (is this an HF-format BERT directory?)")
-        config = BertConfig.from_json_file(directory / "config.json")
+    if not (directory / "config.json").is_file():
+        raise ClozeformerError(f"{directory}: no config.json (is this an HF-format BERT directory?)")
+    config = BertConfig.from_json_file(directory / "config.json")
     if config_overrides:
         d = config.to_dict()
         if "id2label" in config_overrides or "num_labels" in config_overrides:
@@ -189,20 +186,23 @@ def load_pretrained(cls, path, config: BertConfig | None = None, strict_heads: b
     prefix = BACKBONE_PREFIX[config.model_type]
     theirs: dict[str, torch.Tensor] = {}
     for key, tensor in raw.items():
-        k = key[len(prefix) :] if key.startswith(prefix) else key
-        if IGNORED_HF.search(k):
-            continue
-        theirs[from_hf_key(k, config.rotary)] = tensor
+        k = key.removeprefix(prefix)
+        if not IGNORED_HF.search(k):
+            theirs[from_hf_key(k, config.rotary)] = tensor
 
     model = cls(config)
     has_backbone_prefix = hasattr(model, "bert")
+
+    def relative(key: str) -> str:  # our key without the backbone's `bert.` (the names in `theirs`)
+        return key.removeprefix("bert.") if has_backbone_prefix else key
+
     own = model.state_dict()
     tied = {"mlm.decoder.weight"}
     new, mismatched_heads = [], []
     loaded: set[str] = set()
     with torch.no_grad():
         for full_key, param in own.items():
-            rel = full_key[len("bert.") :] if has_backbone_prefix and full_key.startswith("bert.") else full_key
+            rel = relative(full_key)
             if rel in tied:
                 continue
             src = theirs.get(rel)
@@ -210,13 +210,7 @@ def load_pretrained(cls, path, config: BertConfig | None = None, strict_heads: b
                 if rel.startswith(HEAD_PREFIXES):
                     new.append(full_key)
                     continue
-                missing = [
-                    k
-                    for k in own
-                    if (k[5:] if has_backbone_prefix and k.startswith("bert.") else k) not in theirs
-                    and not (k[5:] if k.startswith("bert.") else k).startswith(HEAD_PREFIXES)
-                    and (k[5:] if k.startswith("bert.") else k) not in tied
-                ]
+                missing = [k for k in map(relative, own) if k not in theirs and k not in tied and not k.startswith(HEAD_PREFIXES)]
                 raise ClozeformerError(
                     f"{weights_file}: missing tensor {to_hf_key(full_key, config.rotary)!r} "
                     f"({len(missing)} backbone tensors missing in all; is this a BERT checkpoint "
@@ -276,10 +270,6 @@ def hf_state_dict(model: torch.nn.Module) -> dict[str, torch.Tensor]:
 
 def save_pretrained(model: torch.nn.Module, directory) -> None:
     """Write config.json + model.safetensors (each file atomically)."""
-    from safetensors.torch import save_file
-
-    from clozeformer.io import atomic_path, atomic_write_text
-
     directory = Path(directory)
     directory.mkdir(parents=True, exist_ok=True)
     cfg_dict = model.config.to_dict()

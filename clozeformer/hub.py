@@ -12,6 +12,7 @@ nothing is fetched and a warm cache is used. A local directory of the same name 
 
 from __future__ import annotations
 
+import fnmatch
 import functools
 import os
 import re
@@ -168,8 +169,6 @@ class PushConfig:
 
 def files_to_push(directory: Path) -> list[Path]:
     """The model's files (relative paths), the pushed set only."""
-    import fnmatch
-
     files = [p.relative_to(directory) for p in sorted(directory.rglob("*")) if p.is_file()]
     return [f for f in files if any(fnmatch.fnmatch(f.as_posix(), pattern) for pattern in PUSHED)]
 

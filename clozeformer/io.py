@@ -19,6 +19,7 @@ from glob import escape as glob_escape
 from pathlib import Path
 from typing import Any
 
+from clozeformer import __version__
 from clozeformer.errors import ClozeformerError
 
 
@@ -29,16 +30,12 @@ def _umask() -> int:
 
 
 def _fsync_dir(path: Path) -> None:
-    try:
+    with contextlib.suppress(OSError):  # best effort: some filesystems cannot open or sync a directory
         fd = os.open(path, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
 
 
 @contextlib.contextmanager
@@ -64,17 +61,13 @@ def atomic_path(target: str | os.PathLike) -> Iterator[Path]:
         raise
 
 
-def atomic_write_bytes(target: str | os.PathLike, data: bytes) -> None:
-    with atomic_path(target) as tmp:
-        tmp.write_bytes(data)
-
-
 def atomic_write_text(target: str | os.PathLike, text: str) -> None:
-    atomic_write_bytes(target, text.encode("utf-8"))
+    with atomic_path(target) as tmp:
+        tmp.write_bytes(text.encode("utf-8"))
 
 
 def atomic_write_json(target: str | os.PathLike, obj: Any) -> None:
-    atomic_write_text(target, json.dumps(obj, indent=2, ensure_ascii=False, sort_keys=False) + "\n")
+    atomic_write_text(target, json.dumps(obj, indent=2, ensure_ascii=False) + "\n")
 
 
 # ----------------------------------------------------------------------------- output directories
@@ -129,8 +122,6 @@ def check_output_dir(path: str | os.PathLike, overwrite: bool, flag: str = "--ou
 
 def mark_owned(directory: str | os.PathLike, verb: str, complete: bool = True) -> None:
     """Write OWNER_FILE: `complete` False while a verb that writes in place (finetune) is running."""
-    from clozeformer import __version__
-
     atomic_write_json(
         Path(directory) / OWNER_FILE, {"written_by": f"clozeformer {verb}", "version": __version__, "complete": complete}
     )

@@ -25,6 +25,7 @@ does ~7x less work. `tests/test_model.py` proves sparse and dense give the same 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 
 import torch
 import torch.nn.functional as F
@@ -136,9 +137,10 @@ class Embeddings(nn.Module):
 
 
 ROTARY_BASE = 10000.0  # RoFormer's theta: pair i of a head turns by position * base^(-2i/D)
+Rope = tuple[torch.Tensor, torch.Tensor]  # (cos, sin), each (T, D/2): the tables rotary_tables returns
 
 
-def rotary_tables(T: int, D: int, device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
+def rotary_tables(T: int, D: int, device: torch.device) -> Rope:
     """cos and sin of position * frequency, each (T, D/2), in fp32.
 
     Computed per call (a T x D/2 outer product, negligible next to the matmuls) rather than held
@@ -175,13 +177,7 @@ class SelfAttention(nn.Module):
         self.attn_dropout = cfg.attention_probs_dropout_prob
         self.dropout = nn.Dropout(cfg.hidden_dropout_prob)
 
-    def forward(
-        self,
-        x: torch.Tensor,
-        mask: torch.Tensor | None,
-        causal: bool = False,
-        rope: tuple[torch.Tensor, torch.Tensor] | None = None,
-    ) -> torch.Tensor:
+    def forward(self, x: torch.Tensor, mask: torch.Tensor | None, causal: bool = False, rope: Rope | None = None) -> torch.Tensor:
         B, T, H = x.shape
         NH = self.num_heads
 
@@ -224,13 +220,7 @@ class Layer(nn.Module):
         self.attention = SelfAttention(cfg)
         self.ffn = FeedForward(cfg)
 
-    def forward(
-        self,
-        x: torch.Tensor,
-        mask: torch.Tensor | None,
-        causal: bool = False,
-        rope: tuple[torch.Tensor, torch.Tensor] | None = None,
-    ) -> torch.Tensor:
+    def forward(self, x: torch.Tensor, mask: torch.Tensor | None, causal: bool = False, rope: Rope | None = None) -> torch.Tensor:
         return self.ffn(self.attention(x, mask, causal, rope))
 
 
@@ -254,9 +244,7 @@ def attention_mask_for_sdpa(attention_mask: torch.Tensor | None) -> torch.Tensor
     Returning None when every token is real lets SDPA pick its fastest kernel. That check reads
     the tensor's values, which would break a `torch.compile` graph, so compiled code keeps the mask.
     """
-    if attention_mask is None:
-        return None
-    if not torch.compiler.is_compiling() and bool(attention_mask.all()):
+    if attention_mask is None or (not torch.compiler.is_compiling() and bool(attention_mask.all())):
         return None
     return attention_mask.bool()[:, None, None, :]
 
@@ -479,9 +467,10 @@ class BertForMaskedLM(PreTrainedModel):
         return MaskedLMOutput(loss, logits, out.last_hidden_state)
 
 
-class BertLMHeadModel(PreTrainedModel):
+class BertLMHeadModel(BertForMaskedLM):
     """A left-to-right LM on BERT's layers (`pretrain --objective clm`): the baseline of the
-    paper's bidirectional-vs-left-to-right claim, with the same head and sparse loss as MLM.
+    paper's bidirectional-vs-left-to-right claim, with the same head and sparse loss as MLM;
+    it is BertForMaskedLM with a causal config (`is_decoder`).
 
     `labels[:, t]` is the token to predict at position t, i.e. the NEXT token
     (`data.masking.next_token_labels`), -100 where there is none; the loss is the MLM head's
@@ -492,16 +481,7 @@ class BertLMHeadModel(PreTrainedModel):
     hf_architecture = "BertLMHeadModel"
 
     def __init__(self, config: BertConfig, sparse_mlm: bool = True):
-        super().__init__(config if config.is_decoder else config.copy(is_decoder=True))
-        self.bert = BertModel(self.config, add_pooling_layer=False)
-        self.mlm = MLMHead(self.config, self.bert.embeddings.word_embeddings)
-        self.sparse_mlm = sparse_mlm
-        self.post_init()
-
-    def forward(self, input_ids, attention_mask=None, token_type_ids=None, labels=None) -> MaskedLMOutput:
-        out = self.bert(input_ids, attention_mask, token_type_ids)  # causal: config.is_decoder
-        loss, logits = mlm_loss_and_logits(self.mlm, out.last_hidden_state, labels, self.sparse_mlm)
-        return MaskedLMOutput(loss, logits, out.last_hidden_state)
+        super().__init__(config if config.is_decoder else config.copy(is_decoder=True), sparse_mlm)
 
 
 # ----------------------------------------------------------------------------- ELECTRA
@@ -515,9 +495,8 @@ class BertLMHeadModel(PreTrainedModel):
 def electra_generator_config(cfg: BertConfig, fraction: float = 0.25, layers: int | None = None) -> BertConfig:
     """The generator: `fraction` of the discriminator's width (ELECTRA: 1/4-1/2) and `layers`
     layers (default: the same depth). At full width the two share their embeddings."""
-    head_dim = cfg.hidden_size // cfg.num_attention_heads
     hidden = max(16, round(cfg.hidden_size * fraction))
-    heads = max(1, hidden // head_dim)
+    heads = max(1, hidden // cfg.head_dim)
     while hidden % heads:
         heads -= 1
     return cfg.copy(
@@ -622,8 +601,6 @@ class ElectraForPreTraining(nn.Module):
     ):
         """The discriminator from `path`; the generator from `path/generator`, or fresh when absent
         (continued pretraining of a BERT directory with replaced-token detection)."""
-        from pathlib import Path
-
         disc = ElectraDiscriminator.from_pretrained(path, **overrides)
         gen_dir = Path(path) / "generator"
         if gen_dir.is_dir():
@@ -634,8 +611,6 @@ class ElectraForPreTraining(nn.Module):
 
     def save_pretrained(self, directory) -> None:
         """The discriminator's directory, with the generator's in `generator/`."""
-        from pathlib import Path
-
         self.discriminator.save_pretrained(directory)
         self.generator.save_pretrained(Path(directory) / "generator")
 

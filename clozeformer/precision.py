@@ -38,16 +38,6 @@ def cpu_flags() -> frozenset[str]:
     return frozenset()
 
 
-def cpu_bf16_kind() -> str | None:
-    """ "amx" / "avx512_bf16" when the CPU has native bf16 instructions, else None."""
-    flags = cpu_flags()
-    if "amx_bf16" in flags:
-        return "amx"
-    if "avx512_bf16" in flags:
-        return "avx512_bf16"
-    return None
-
-
 @dataclass(frozen=True)
 class Precision:
     name: str  # fp32 | bf16 | fp16
@@ -75,7 +65,7 @@ def resolve_precision(requested: str, device: torch.device) -> Precision:
             raise ClozeformerError("--precision bf16: this GPU has no bf16 support; use fp16 or auto")
         return Precision(requested, "cuda")
     if requested == "auto":
-        return Precision("bf16" if cpu_bf16_kind() == "amx" else "fp32", device.type)
+        return Precision("bf16" if "amx_bf16" in cpu_flags() else "fp32", device.type)
     if requested == "fp16":
         raise ClozeformerError("--precision fp16 needs a CUDA GPU; on CPU use fp32 or bf16")
     return Precision(requested, device.type)
@@ -83,9 +73,7 @@ def resolve_precision(requested: str, device: torch.device) -> Precision:
 
 def enable_tf32(enabled: bool) -> bool:
     """TF32 matmuls on Ampere+ (10-bit mantissa inputs, fp32 accumulate). True if turned on."""
-    if not (enabled and torch.cuda.is_available()):
-        return False
-    if torch.cuda.get_device_capability()[0] < 8:
+    if not (enabled and torch.cuda.is_available()) or torch.cuda.get_device_capability()[0] < 8:
         return False
     torch.set_float32_matmul_precision("high")
     torch.backends.cudnn.allow_tf32 = True

@@ -10,6 +10,7 @@ The bundled corpus and task are openly licensed slices (see NOTICE and clozeform
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import os
 import shutil
 import sys
@@ -86,8 +87,7 @@ def cloze(model: Any, tokenizer: Any, top_k: int = 3) -> list[dict]:
     fill = pipeline("fill-mask", model, tokenizer=tokenizer, top_k=top_k)
     rows = []
     for (text, expected), result in zip(CLOZE_PROBES, fill([t for t, _ in CLOZE_PROBES])):
-        masks = result["masks"]
-        guesses = [" / ".join(f"{c['token']} {c['score']:.2f}" for c in m["candidates"]) for m in masks]
+        guesses = [" / ".join(f"{c['token']} {c['score']:.2f}" for c in m["candidates"]) for m in result["masks"]]
         rows.append({"text": text, "expected": expected, "filled": result["sequence"], "top": guesses})
     return rows
 
@@ -169,8 +169,6 @@ def run(cfg: QuickstartConfig) -> dict:
 
 def _fresh_out(cfg: QuickstartConfig) -> Path:
     """--out, new or an earlier quickstart's emptied, after checking for matplotlib (before minutes of work)."""
-    import importlib.util
-
     if importlib.util.find_spec("matplotlib") is None:
         raise ClozeformerError("the quickstart draws its report's plots with matplotlib: pip install 'clozeformer[plot]'")
     out = check_output_dir(cfg.out, cfg.overwrite).resolve()

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
+
+import torch
 
 from clozeformer.config import BertConfig
 from clozeformer.data.manifest import Manifest
@@ -85,12 +88,6 @@ def save_random_init(reference: Path, out: Path, seed: int) -> Path:
     """A randomly initialised BertForMaskedLM with `reference`'s exact config and tokenizer files:
     the "from scratch" arm of a pretrained-vs-scratch comparison (same architecture, positions,
     dropout and vocabulary; only the weights differ)."""
-    import shutil
-
-    import torch
-
-    from clozeformer.model import BertForMaskedLM
-
     torch.manual_seed(seed)
     BertForMaskedLM(BertConfig.from_pretrained(reference)).save_pretrained(out)
     for name in ("vocab.txt", "tokenizer_config.json"):

@@ -23,16 +23,21 @@ import contextlib
 import json
 import math
 import os
+import pickle
 import random
 import re
 import shutil
 import time
+import zipfile
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import torch
+from safetensors import safe_open
+from safetensors.torch import load_file
+from safetensors.torch import save as safetensors_bytes
 
 from clozeformer.errors import ClozeformerError
 from clozeformer.io import atomic_dir
@@ -128,9 +133,7 @@ def preserve_rng():
 
 
 def rng_bytes() -> bytes:
-    from safetensors.torch import save
-
-    return save({k: v.contiguous() for k, v in rng_state().items()})
+    return safetensors_bytes({k: v.contiguous() for k, v in rng_state().items()})
 
 
 # ----------------------------------------------------------------------------- model / optimizer state
@@ -240,8 +243,6 @@ def load_trainer_state(ckpt: Path) -> dict[str, Any]:
 
 
 def load_optimizer_file(ckpt: Path) -> dict[str, Any]:
-    import pickle
-
     path = ckpt / "optimizer.pt"
     try:
         return torch.load(path, map_location="cpu", weights_only=True)
@@ -253,8 +254,6 @@ def load_optimizer_file(ckpt: Path) -> dict[str, Any]:
 
 def load_rng(ckpt: Path, rank: int) -> dict[str, torch.Tensor] | None:
     """This rank's saved RNG state, or None when the checkpoint has none for it."""
-    from safetensors.torch import load_file
-
     path = ckpt / f"rng_rank{rank}.safetensors"
     if not path.is_file():
         return None
@@ -274,10 +273,6 @@ def check_resumable(ckpt: Path, rank: int = 0) -> None:
     """Raise ClozeformerError naming the file when `ckpt` cannot be resumed from: its trainer
     state, this rank's RNG state, and that the weights and optimizer files are whole (their
     headers / zip directories read, not the tensors)."""
-    import zipfile
-
-    from safetensors import safe_open
-
     load_trainer_state(ckpt)
     load_rng(ckpt, rank)
     weights = ckpt / "model.safetensors"

@@ -236,16 +236,11 @@ class Trainer:
         changed = {k: (v, now.get(k)) for k, v in st.get("config", {}).items() if k not in RESUME_FREE_FIELDS and now.get(k) != v}
         if len(loaders) != self.info.world_size or rng is None:
             changed["world_size"] = (len(loaders), self.info.world_size)
-        self.resume_note = (
-            f"resuming from {ckpt} (step {st['step']:,}, {st['tokens']:,} tokens, "
-            f"{st['elapsed_s'] / 60:.1f} min)"
-            + (
-                ""
-                if not changed
-                else "; changed since that run (no longer bit-exact): "
-                + ", ".join(f"{k} {a} -> {b}" for k, (a, b) in changed.items())
+        self.resume_note = f"resuming from {ckpt} (step {st['step']:,}, {st['tokens']:,} tokens, {st['elapsed_s'] / 60:.1f} min)"
+        if changed:
+            self.resume_note += "; changed since that run (no longer bit-exact): " + ", ".join(
+                f"{k} {a} -> {b}" for k, (a, b) in changed.items()
             )
-        )
 
     def _banner(self) -> None:
         cfg, info = self.cfg, self.info
@@ -548,13 +543,10 @@ class Trainer:
             if out.stop:
                 stopped_by = signal.Signals(self.stop_signal).name if self.stop_signal else "signal"
                 break
+            due = (cfg.save_every and st.step % cfg.save_every == 0) or out.save
             # no periodic checkpoint in the middle of a NaN streak: keep the last good one newest;
             # none on the last step either: the final save below labels it with the stop reason
-            if (
-                st.bad_streak == 0
-                and not budget.done(st.step, st.tokens, st.elapsed_s)
-                and ((cfg.save_every and st.step % cfg.save_every == 0) or out.save)
-            ):
+            if due and st.bad_streak == 0 and not budget.done(st.step, st.tokens, st.elapsed_s):
                 last_saved = self.save("periodic") or last_saved
         if stopped_by == "budget" and micro and val.get("step") != st.step:
             val = self._eval_and_log(micro[-1])

@@ -102,8 +102,9 @@ def plot_compare(runs: list[Path], out: Path, prefix: str = "") -> list[Path]:
 
 def plot_run(cfg: PlotConfig) -> list[Path]:
     run = Path(cfg.run_dir)
+    out = Path(cfg.out) if cfg.out else run / "plots"
     if cfg.compare:
-        return plot_compare([run, *map(Path, cfg.compare)], Path(cfg.out) if cfg.out else run / "plots", cfg.prefix)
+        return plot_compare([run, *map(Path, cfg.compare)], out, cfg.prefix)
     _figure()  # fails early without matplotlib
     if not run.is_dir():
         raise ClozeformerError(f"{run}: no such run directory")
@@ -112,7 +113,6 @@ def plot_run(cfg: PlotConfig) -> list[Path]:
     evals = [r for r in records if r.get("kind") == "eval"]
     if not train:
         raise ClozeformerError(f"{run / METRICS_FILE}: no training steps logged (is this a pretraining run dir?)")
-    out = Path(cfg.out) if cfg.out else run / "plots"
     steps = np.array([r["step"] for r in train])
 
     def series(recs, key):
