@@ -365,7 +365,8 @@ _PARENT: int | None = None  # in a pool worker: the experiment process's pid
 def _die_with_parent(parent: int) -> None:
     """Pool-worker initializer: on Linux, ask the kernel to SIGTERM this worker when the experiment
     process dies, so that killing the experiment does not leave orphaned runs burning the CPU. A
-    pretraining run takes SIGTERM as "checkpoint and stop"; `_logged` then ends the worker."""
+    pretraining run takes SIGTERM as "checkpoint and stop"; `_logged` then ends the worker. Its
+    freed memory goes back to the system as in the CLI (`bounded_heap`)."""
     global _PARENT
     _PARENT = parent
     die_with_parent(signal.SIGTERM, parent)
