@@ -23,11 +23,9 @@ results.md and PNG plots under --out.
 from __future__ import annotations
 
 import argparse
-import contextlib
 import importlib.util
 import json
 import os
-import signal
 import statistics
 import time
 from collections.abc import Callable
@@ -38,7 +36,7 @@ from typing import Any, Literal
 from clozeformer.cliutil import add_config_args, config_from_args, flag_help, print_config, save_config
 from clozeformer.errors import ClozeformerError
 from clozeformer.io import atomic_write_json, atomic_write_text
-from clozeformer.procs import bounded_heap, die_with_parent
+from clozeformer.procs import run_in_processes, slug
 from clozeformer.train.metrics import read_metrics
 
 EXPERIMENTS = ("pretrain-vs-scratch", "mlm-vs-clm", "nsp-ablation")
@@ -301,7 +299,7 @@ def tapt_arms(cfg: ExperimentConfig, variants: dict[str, Path], out: Path) -> tu
     text. Returns ({V+tapt: {task: model dir}}, {V+tapt: {task: what the run measured}})."""
     data = {task: prepare_task_text(cfg, task, next(iter(variants.values())), out / "tapt" / task) for task in cfg.tasks}
     jobs = [
-        (f"tapt {v} / {task}", run_tapt, (cfg, model_dir, data[task], out / "tapt" / task / _slug(v)))
+        (f"tapt {v} / {task}", run_tapt, (cfg, model_dir, data[task], out / "tapt" / task / slug(v)))
         for v, model_dir in variants.items()
         for task in cfg.tasks
     ]
@@ -355,45 +353,11 @@ def mean_std(xs: list[float]) -> tuple[float, float]:
 # ----------------------------------------------------------------------------- one run or N at a time
 
 
-def _slug(name: str) -> str:
-    return "".join(c if c.isalnum() or c in "-." else "_" for c in name).strip("_")
-
-
-_PARENT: int | None = None  # in a pool worker: the experiment process's pid
-
-
-def _die_with_parent(parent: int) -> None:
-    """Pool-worker initializer: on Linux, ask the kernel to SIGTERM this worker when the experiment
-    process dies, so that killing the experiment does not leave orphaned runs burning the CPU. A
-    pretraining run takes SIGTERM as "checkpoint and stop"; `_logged` then ends the worker. Its
-    freed memory goes back to the system as in the CLI (`bounded_heap`)."""
-    global _PARENT
-    _PARENT = parent
-    die_with_parent(signal.SIGTERM, parent)
-    bounded_heap()
-
-
-def _logged(log: str, threads: int | None, fn: Callable, *args: Any) -> Any:
-    """A worker: fn(*args) with `threads` torch threads and its stdout/stderr in the file `log`."""
-    import torch
-
-    if threads:
-        torch.set_num_threads(threads)
-    Path(log).parent.mkdir(parents=True, exist_ok=True)
-    try:
-        with open(log, "w", encoding="utf-8") as f, contextlib.redirect_stdout(f), contextlib.redirect_stderr(f):
-            return fn(*args)
-    finally:
-        if _PARENT is not None and os.getppid() != _PARENT:  # orphaned: nobody will collect the result
-            os._exit(1)
-
-
 def run_many(cfg: ExperimentConfig, runs: list[tuple[str, Callable, tuple]], out: Path) -> list[Any]:
     """Each run is (name, fn, args); returns the results in order.
 
     --jobs 1: here, one after the other, output to the terminal. --jobs N: N spawned processes
-    (a fresh interpreter each, so no torch state is shared), output to OUT/logs/NAME.log and one
-    line here as each run ends. A failing run stops the rest and names its log.
+    (`procs.run_in_processes`), output to OUT/logs/NAME.log and one line here as each run ends.
     """
     if cfg.jobs == 1:
         results = []
@@ -403,32 +367,7 @@ def run_many(cfg: ExperimentConfig, runs: list[tuple[str, Callable, tuple]], out
             if isinstance(results[-1], float):
                 print(f"   {name}: {results[-1]:.4f}", flush=True)
         return results
-    import multiprocessing as mp
-    from concurrent.futures import ProcessPoolExecutor, as_completed
-
-    results: list[Any] = [None] * len(runs)
-    logs = [out / "logs" / f"{_slug(name)}.log" for name, _, _ in runs]
-    print(f"{len(runs)} runs, {cfg.jobs} at a time with {cfg.threads} thread(s) each; logs in {out / 'logs'}", flush=True)
-    with ProcessPoolExecutor(
-        max_workers=min(cfg.jobs, len(runs)),
-        mp_context=mp.get_context("spawn"),
-        initializer=_die_with_parent,
-        initargs=(os.getpid(),),
-    ) as pool:
-        futures = {pool.submit(_logged, str(logs[i]), cfg.threads, fn, *args): i for i, (_, fn, args) in enumerate(runs)}
-        for fut in as_completed(futures):
-            i = futures[fut]
-            try:
-                results[i] = fut.result()
-            except Exception as e:
-                pool.shutdown(wait=False, cancel_futures=True)
-                if isinstance(e, ClozeformerError):
-                    raise ClozeformerError(f"{runs[i][0]}: {e} (log: {logs[i]})") from e
-                raise
-            done = sum(r is not None for r in results)
-            score = f": {results[i]:.4f}" if isinstance(results[i], float) else ""
-            print(f"  [{done}/{len(runs)}] {runs[i][0]}{score}", flush=True)
-    return results
+    return run_in_processes(runs, cfg.jobs, cfg.threads, out / "logs")
 
 
 # ----------------------------------------------------------------------------- the experiments
@@ -501,7 +440,7 @@ def run(cfg: ExperimentConfig) -> dict:
         for seed in range(cfg.seeds):
             for v, dirs in variants.items():
                 model_dir = dirs if isinstance(dirs, Path) else dirs[task]  # a +tapt arm: one model per task
-                run_out = out / "finetune" / f"{_slug(v)}-{task}-{seed}"
+                run_out = out / "finetune" / f"{slug(v)}-{task}-{seed}"
                 runs.append((f"{v} / {task} / seed {seed}", finetune_standard, (cfg, model_dir, task, seed, run_out)))
                 keys.append((v, task))
     scores: dict[str, dict[str, list[float]]] = {v: {t: [] for t in cfg.tasks} for v in variants}

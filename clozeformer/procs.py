@@ -7,16 +7,23 @@ initializer) asks the Linux kernel to signal the worker when its parent dies
 
 `bounded_heap` keeps a long training run's memory flat: glibc otherwise keeps what training frees
 in a heap that fragments and grows.
+
+`run_in_processes` runs independent jobs (experiment arms, fine-tuning seeds) N at a time in
+spawned workers that use both.
 """
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import os
 import signal
 import sys
 import threading
 import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
 
 
 def die_with_parent(sig: int = signal.SIGTERM, parent: int | None = None) -> None:
@@ -66,3 +73,73 @@ def bounded_heap(period_s: float = 10.0) -> bool:
     _TRIMMER = threading.Thread(target=trim, name="clozeformer-malloc-trim", daemon=True)
     _TRIMMER.start()
     return True
+
+
+_PARENT: int | None = None  # in a pool worker: the pid of the process that started the pool
+
+
+def _worker_init(parent: int) -> None:
+    """Pool-worker initializer: the worker gets SIGTERM when its parent dies (a pretraining run takes
+    it as "checkpoint and stop"; `_logged` then ends the worker), and its freed memory goes back to
+    the system as in the CLI."""
+    global _PARENT
+    _PARENT = parent
+    die_with_parent(signal.SIGTERM, parent)
+    bounded_heap()
+
+
+def _logged(log: str, threads: int | None, fn: Callable, *args: Any) -> Any:
+    """A worker: fn(*args) with `threads` torch threads and its stdout/stderr in the file `log`."""
+    import torch
+
+    if threads:
+        torch.set_num_threads(threads)
+    Path(log).parent.mkdir(parents=True, exist_ok=True)
+    try:
+        with open(log, "w", encoding="utf-8") as f, contextlib.redirect_stdout(f), contextlib.redirect_stderr(f):
+            return fn(*args)
+    finally:
+        if _PARENT is not None and os.getppid() != _PARENT:  # orphaned: nobody will collect the result
+            os._exit(1)
+
+
+def slug(name: str) -> str:
+    """`name` as a file name: letters, digits, '-' and '.' kept, anything else '_' (none at the ends)."""
+    return "".join(c if c.isalnum() or c in "-." else "_" for c in name).strip("_")
+
+
+def run_in_processes(runs: list[tuple[str, Callable, tuple]], jobs: int, threads: int | None, log_dir: Path) -> list[Any]:
+    """Each run is (name, fn, args), fn a module-level function; returns the results in order.
+
+    `jobs` spawned processes (a fresh interpreter each, so no torch state is shared) with `threads`
+    torch threads each; each run's output goes to LOG_DIR/NAME.log and one line is printed here as
+    it ends. A failing run stops the rest and names its log. Killing this process ends the workers.
+    """
+    import multiprocessing as mp
+    from concurrent.futures import ProcessPoolExecutor, as_completed
+
+    from clozeformer.errors import ClozeformerError
+
+    results: list[Any] = [None] * len(runs)
+    logs = [log_dir / f"{slug(name)}.log" for name, _, _ in runs]
+    print(f"{len(runs)} runs, {jobs} at a time with {threads} thread(s) each; logs in {log_dir}", flush=True)
+    with ProcessPoolExecutor(
+        max_workers=min(jobs, len(runs)),
+        mp_context=mp.get_context("spawn"),
+        initializer=_worker_init,
+        initargs=(os.getpid(),),
+    ) as pool:
+        futures = {pool.submit(_logged, str(logs[i]), threads, fn, *args): i for i, (_, fn, args) in enumerate(runs)}
+        for fut in as_completed(futures):
+            i = futures[fut]
+            try:
+                results[i] = fut.result()
+            except Exception as e:
+                pool.shutdown(wait=False, cancel_futures=True)
+                if isinstance(e, ClozeformerError):
+                    raise ClozeformerError(f"{runs[i][0]}: {e} (log: {logs[i]})") from e
+                raise
+            done = sum(r is not None for r in results)
+            score = f": {results[i]:.4f}" if isinstance(results[i], float) else ""
+            print(f"  [{done}/{len(runs)}] {runs[i][0]}{score}", flush=True)
+    return results

@@ -61,12 +61,17 @@ class QuickstartConfig:
         ),
     )
     finetune_epochs: float = field(default=3.0, metadata=flag_help("fine-tuning epochs (the time cap may stop earlier)"))
+    finetune_seeds: int = field(
+        default=3, metadata=flag_help("fine-tuning runs per start (seeds --seed, --seed+1, ...); the report gives mean ± std")
+    )
     seed: int = field(default=0, metadata=flag_help("seed for everything", **SEED_RANGE))
     threads: int | None = field(default=None, metadata=flag_help("torch CPU threads (default: all cores)"))
 
     def __post_init__(self) -> None:
         if self.minutes <= 0 or self.finetune_minutes <= 0:
             raise ClozeformerError("--minutes and --finetune-minutes must be positive")
+        if self.finetune_seeds < 1:
+            raise ClozeformerError(f"--finetune-seeds {self.finetune_seeds}: must be at least 1")
         if self.finetune_pooling not in ("mean", "cls"):
             raise ClozeformerError(f"--finetune-pooling {self.finetune_pooling!r}: choose mean or cls")
 
@@ -98,7 +103,7 @@ def _print_cloze(rows: list[dict]) -> list[dict]:
     return rows
 
 
-def _plots(out: Path, metrics: list[dict], scores: dict[str, float], metric_name: str) -> list[str]:
+def _plots(out: Path, metrics: list[dict], scores: dict[str, list[float]], metric_name: str) -> list[str]:
     import matplotlib
 
     matplotlib.use("Agg")
@@ -128,8 +133,11 @@ def _plots(out: Path, metrics: list[dict], scores: dict[str, float], metric_name
         ax.set(xlabel="step", ylabel="accuracy", title="MLM accuracy on held-out text")
         save(fig, "mlm_accuracy.png")
     fig, ax = plt.subplots(figsize=(4.5, 3.5))
-    bars = ax.bar(list(scores), list(scores.values()), color=["tab:blue", "tab:gray"])
+    means = [sum(xs) / len(xs) for xs in scores.values()]
+    bars = ax.bar(list(scores), means, color=["tab:blue", "tab:gray"], alpha=0.7)
     ax.bar_label(bars, fmt="%.3f")
+    for i, xs in enumerate(scores.values()):  # each seed's run
+        ax.plot([i] * len(xs), xs, "k.", ms=4)
     ax.set(ylim=(0, 1), ylabel=metric_name, title="QNLI (bundled slice): fine-tuned from ...")
     save(fig, "finetune.png")
     return made
@@ -264,38 +272,58 @@ def _pretrain(cfg: QuickstartConfig, out: Path, timings: dict) -> tuple[dict, Pa
     return summary, checkpoint, metrics, final_eval
 
 
-def _finetune_qnli(cfg: QuickstartConfig, out: Path, checkpoint: Path, timings: dict) -> dict[str, float]:
-    """Step 6: QNLI fine-tuned from the checkpoint and from a random init of its exact config; dev accuracies."""
-    from clozeformer.tasks.config import FinetuneConfig
-    from clozeformer.tasks.finetune import finetune
+def _finetune_qnli(cfg: QuickstartConfig, out: Path, checkpoint: Path, timings: dict) -> dict[str, list[float]]:
+    """Step 6: QNLI fine-tuned from the checkpoint and from a random init of its exact config, each
+    with --finetune-seeds seeds, the runs spread over the cores; dev accuracies per start and seed."""
+    from clozeformer.procs import run_in_processes
     from clozeformer.train.build import save_random_init
 
     t = _step("6/6 fine-tune QNLI (bundled slice) from the pretrained model and from scratch")
-    qnli = str(asset("tasks", "qnli"))
-    scores: dict[str, float] = {}
-    scratch = save_random_init(checkpoint, out / "random-init", seed=cfg.seed)
-    for name, model in (("pretrained", checkpoint), ("scratch", scratch)):
-        t1 = time.perf_counter()
-        res = finetune(
-            FinetuneConfig(
-                task="qnli",
-                data=[qnli],
-                model=str(model),
-                out=str(out / f"finetune-{name}"),
-                epochs=cfg.finetune_epochs,
-                lr=cfg.finetune_lr,
-                batch_size=32,
-                max_time=cfg.finetune_minutes,
-                pooling=cfg.finetune_pooling,
-                seed=cfg.seed,
-                overwrite=True,
-                report_to=["none"],
-            )
-        )
-        print(f"  from {name}: dev accuracy {res['best']['main']:.3f} ({time.perf_counter() - t1:.0f}s)")
-        scores[name] = float(res["best"]["main"])
+    starts = {"pretrained": checkpoint, "scratch": save_random_init(checkpoint, out / "random-init", seed=cfg.seed)}
+    seeds = [cfg.seed + i for i in range(cfg.finetune_seeds)]
+    runs = [
+        (f"{name}-seed{seed}", _finetune_run, (cfg, str(model), str(out / "finetune" / f"{name}-seed{seed}"), seed))
+        for name, model in starts.items()
+        for seed in seeds
+    ]
+    cores = cfg.threads or os.cpu_count() or 1
+    jobs = min(len(runs), cores)
+    results = iter(run_in_processes(runs, jobs, max(1, cores // jobs), out / "finetune" / "logs"))
+    scores = {name: [next(results) for _ in seeds] for name in starts}
+    for name, xs in scores.items():
+        print(f"  from {name}: dev accuracy {_mean_std(xs)} (seeds: {', '.join(f'{x:.3f}' for x in xs)})")
     timings["finetune"] = time.perf_counter() - t
     return scores
+
+
+def _finetune_run(cfg: QuickstartConfig, model: str, out: str, seed: int) -> float:
+    """One fine-tuning run (in a worker process); its best dev accuracy."""
+    from clozeformer.tasks.config import FinetuneConfig
+    from clozeformer.tasks.finetune import finetune
+
+    res = finetune(
+        FinetuneConfig(
+            task="qnli",
+            data=[str(asset("tasks", "qnli"))],
+            model=model,
+            out=out,
+            epochs=cfg.finetune_epochs,
+            lr=cfg.finetune_lr,
+            batch_size=32,
+            max_time=cfg.finetune_minutes,
+            pooling=cfg.finetune_pooling,
+            seed=seed,
+            overwrite=True,
+            report_to=["none"],
+        )
+    )
+    return float(res["best"]["main"])
+
+
+def _mean_std(xs: list[float]) -> str:
+    import statistics
+
+    return f"{statistics.fmean(xs):.3f} ± {statistics.stdev(xs):.3f}" if len(xs) > 1 else f"{xs[0]:.3f}"
 
 
 def _report(cfg, vocab_size, manifest, summary, final_eval, before, after, scores, timings, plots) -> str:
@@ -323,10 +351,14 @@ def _report(cfg, vocab_size, manifest, summary, final_eval, before, after, score
         "",
         "## Fine-tuning on QNLI (bundled slice: 4,000 train / 1,463 dev pairs)",
         "",
-        "| start | dev accuracy |",
-        "|---|---|",
+        f"{len(scores['pretrained'])} fine-tuning seeds per start, identical flags; the best dev evaluation of each run.",
+        "",
+        "| start | dev accuracy (mean ± std) | per seed |",
+        "|---|---|---|",
     ]
-    lines += [f"| {k} | {v:.3f} |" for k, v in scores.items()]
+    lines += [f"| {k} | {_mean_std(xs)} | {', '.join(f'{x:.3f}' for x in xs)} |" for k, xs in scores.items()]
+    gap = 100 * (sum(scores["pretrained"]) - sum(scores["scratch"])) / len(scores["scratch"])
+    lines += ["", f"Pretrained − scratch: **{gap:+.1f} points**."]
     lines += ["", "## Time", "", "| step | seconds |", "|---|---|"]
     lines += [f"| {k} | {v:.0f} |" for k, v in timings.items()]
     lines += [""] + [f"![{p}]({p})" for p in plots] + [""]

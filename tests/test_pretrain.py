@@ -350,11 +350,17 @@ def test_plot_writes_pngs(data, tmp_path, capsys):
     # --compare: validation curves of several runs against wall-clock minutes
     other = tmp_path / "other"
     pretrain(cfg_for(data["packed"], other, max_steps=4, eval_every=2, position_embedding_type="absolute"))
-    from clozeformer.train.plot import validation_by_minutes
+    from clozeformer.train.plot import validation_curve
 
-    pts = validation_by_minutes(other)
+    pts = validation_curve(other)
     assert [round(p[1], 6) for p in pts] == [round(r["val_mlm_loss"], 6) for r in read_metrics(other) if r["kind"] == "eval"]
     assert all(0 < a[0] <= b[0] for a, b in zip(pts, pts[1:]))  # minutes increase with the step
+    tokens = validation_curve(other, "tokens")  # the tokens seen at the evaluations (steps 2 and 4)
+    seen = {r["step"]: r["tokens"] for r in train_records(other)}
+    assert [p[0] for p in tokens] == [seen[2] / 1e6, seen[4] / 1e6]
+    assert [p[1:] for p in tokens] == [p[1:] for p in pts]
+    assert cli_main(["plot", str(out), "--compare", str(other), "--x", "steps"]) == 2
+    assert "--x 'steps': choose minutes or tokens" in capsys.readouterr().err
     assert cli_main(["plot", str(out), "--compare", str(other), "--out", str(tmp_path / "cmp")]) == 0
     for name in ("val_loss", "val_acc"):
         assert (tmp_path / "cmp" / f"compare-{name}.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

@@ -55,3 +55,20 @@ def test_bounded_heap_gives_freed_memory_back():
 def test_bounded_heap_leaves_an_allocator_the_user_chose_alone():
     applied, returned_mb = run_child("bounded", MALLOC_ARENA_MAX="2")
     assert not applied and returned_mb < 20
+
+
+def test_run_in_processes_returns_results_in_order_and_names_the_failing_runs_log(tmp_path, capsys):
+    import math
+
+    from clozeformer.errors import ClozeformerError
+    from clozeformer.io import read_json_object
+    from clozeformer.procs import run_in_processes
+
+    runs = [(f"pow {i}", math.pow, (2.0, float(i))) for i in range(5)]
+    assert run_in_processes(runs, 2, 1, tmp_path / "logs") == [1.0, 2.0, 4.0, 8.0, 16.0]
+    assert "5 runs, 2 at a time" in capsys.readouterr().out
+    assert sorted(p.name for p in (tmp_path / "logs").iterdir()) == [f"pow_{i}.log" for i in range(5)]
+
+    (tmp_path / "bad.json").write_bytes(b"\xff")
+    with pytest.raises(ClozeformerError, match=r"read bad: .*bad\.json: not UTF-8 text .*\(log: .*read_bad\.log\)"):
+        run_in_processes([("read bad", read_json_object, (str(tmp_path / "bad.json"),))], 1, 1, tmp_path / "logs")

@@ -3,10 +3,13 @@
     clozeformer plot runs/mini                       # -> runs/mini/plots/{loss,mlm_accuracy,lr,throughput}.png
     clozeformer plot runs/mini --out docs --prefix pretrain-
     clozeformer plot runs/rotary --compare runs/absolute --out docs   # validation vs wall-clock minutes
+    clozeformer plot runs/rotary --compare runs/absolute --x tokens   # ... vs tokens seen
 
 With `--compare`, the validation MLM loss and accuracy of every run are overlaid against the
 wall-clock minutes of training (the time each evaluation was reached), the fair axis when
-runs differ in step cost: `compare-val_loss.png` and `compare-val_acc.png`.
+runs differ in step cost and ran alone on one machine: `compare-val_loss.png` and
+`compare-val_acc.png`. `--x tokens` draws them against the training tokens instead, for runs
+whose clock was shared or paused.
 
 Train curves are drawn raw (faint) and as a moving average over `--smooth` logged steps;
 evaluations on the held-out split are drawn as markers. Needs matplotlib (`pip install
@@ -26,6 +29,12 @@ from clozeformer.errors import ClozeformerError
 from clozeformer.io import atomic_path
 from clozeformer.train.metrics import METRICS_FILE, read_metrics
 
+#: --compare's x axes: (train-record key, scale, label)
+X_AXES = {
+    "minutes": ("elapsed_s", 1 / 60, "wall-clock minutes of training"),
+    "tokens": ("tokens", 1e-6, "training tokens (millions)"),
+}
+
 
 @dataclass
 class PlotConfig:
@@ -37,12 +46,15 @@ class PlotConfig:
         default_factory=list,
         metadata={"help": "other run dirs: overlay validation loss/accuracy of all runs against wall-clock minutes"},
     )
+    x: str = field(default="minutes", metadata={"help": "--compare's axis: minutes (wall clock) or tokens (seen)"})
 
     def __post_init__(self) -> None:
         if not self.run_dir:
             raise ClozeformerError("plot: give the RUN_DIR to plot")
         if self.smooth < 1:
             raise ClozeformerError(f"--smooth must be >= 1, got {self.smooth}")
+        if self.x not in X_AXES:
+            raise ClozeformerError(f"--x {self.x!r}: choose {' or '.join(X_AXES)}")
 
 
 def moving_average(y: np.ndarray, window: int) -> np.ndarray:
@@ -68,14 +80,16 @@ def _save(fig, path: Path) -> Path:
     return path
 
 
-def validation_by_minutes(run: Path) -> list[tuple[float, float, float]]:
-    """(minutes, val MLM loss, val MLM accuracy) per evaluation; minutes = the train clock at that step."""
+def validation_curve(run: Path, x: str = "minutes") -> list[tuple[float, float, float]]:
+    """(x, val MLM loss, val MLM accuracy) per evaluation; x = the train clock in minutes, or the
+    training tokens in millions, at that step."""
     if not run.is_dir():
         raise ClozeformerError(f"{run}: no such run directory")
+    key, scale, _ = X_AXES[x]
     records = read_metrics(run)
-    clock = {r["step"]: r["elapsed_s"] for r in records if r.get("kind") == "train" and "elapsed_s" in r}
+    clock = {r["step"]: r[key] * scale for r in records if r.get("kind") == "train" and key in r}
     pts = [
-        (clock[r["step"]] / 60, r["val_mlm_loss"], r["val_mlm_acc"])
+        (clock[r["step"]], r["val_mlm_loss"], r["val_mlm_acc"])
         for r in records
         if r.get("kind") == "eval" and r.get("step") in clock and "val_mlm_loss" in r
     ]
@@ -84,15 +98,15 @@ def validation_by_minutes(run: Path) -> list[tuple[float, float, float]]:
     return pts
 
 
-def plot_compare(runs: list[Path], out: Path, prefix: str = "") -> list[Path]:
-    curves = {run: validation_by_minutes(run) for run in runs}
+def plot_compare(runs: list[Path], out: Path, prefix: str = "", x: str = "minutes") -> list[Path]:
+    curves = {run: validation_curve(run, x) for run in runs}
     written = []
     for col, name, ylabel in ((1, "val_loss", "validation MLM loss"), (2, "val_acc", "validation MLM accuracy")):
         fig = _figure()
         ax = fig.add_subplot()
         for run, pts in curves.items():
             ax.plot([p[0] for p in pts], [p[col] for p in pts], "o-", markersize=3, label=run.name)
-        ax.set_xlabel("wall-clock minutes of training")
+        ax.set_xlabel(X_AXES[x][2])
         ax.set_ylabel(ylabel)
         ax.grid(alpha=0.3)
         ax.legend()
@@ -104,7 +118,7 @@ def plot_run(cfg: PlotConfig) -> list[Path]:
     run = Path(cfg.run_dir)
     out = Path(cfg.out) if cfg.out else run / "plots"
     if cfg.compare:
-        return plot_compare([run, *map(Path, cfg.compare)], out, cfg.prefix)
+        return plot_compare([run, *map(Path, cfg.compare)], out, cfg.prefix, cfg.x)
     _figure()  # fails early without matplotlib
     if not run.is_dir():
         raise ClozeformerError(f"{run}: no such run directory")
