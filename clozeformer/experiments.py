@@ -374,6 +374,7 @@ def run_many(cfg: ExperimentConfig, runs: list[tuple[str, Callable, tuple]], out
 
 
 def run(cfg: ExperimentConfig) -> dict:
+    """The experiment: its pretraining arms, every arm fine-tuned on every task and seed, the report."""
     import torch
 
     out = Path(cfg.out)
@@ -386,66 +387,10 @@ def run(cfg: ExperimentConfig) -> dict:
     plots = importlib.util.find_spec("matplotlib") is not None  # known before the work, not after
     if not plots:
         print("note: matplotlib is not installed: results.json and results.md only, no PNGs (pip install 'clozeformer[plot]')")
-    pre: dict[str, dict] = {}
-    tapt_info: dict = {}
-    variants: dict[str, Path | dict[str, Path]]
     t0 = time.monotonic()
-    steps = cfg.budget_steps
-    given = [Path(d) for d in cfg.pretrained]
-
-    if cfg.name == "pretrain-vs-scratch":
-        if given:
-            pretrained, summary = given[0], reused_pretraining(given[0])
-        else:
-            arm = ("pretrain mlm", run_pretraining, (cfg, out / "pretrain", "mlm", steps))
-            ((pretrained, summary),) = run_many(cfg, [arm], out)
-        pre["pretrained"] = pretraining_entry(pretrained, summary)
-        from clozeformer.train.build import save_random_init
-
-        scratch = save_random_init(pretrained, out / "random-init", seed=0)
-        variants = {"pretrained": pretrained, "scratch": scratch}
-        if cfg.tapt_steps:
-            tapt, tapt_info = tapt_arms(cfg, variants, out)
-            variants.update(tapt)
-    elif cfg.name == "nsp-ablation":
-        from clozeformer.data.manifest import Manifest
-
-        if not given and not Manifest.read(cfg.data).nsp:
-            raise ClozeformerError(f"{cfg.data}: nsp-ablation needs NSP-prepared data (clozeformer prepare --mode nsp)")
-        arm_a = ("pretrain mlm+nsp", run_pretraining, (cfg, out / "pretrain-mlm-nsp", "mlm_nsp", steps))
-        if given:
-            (a, sa), (b, sb) = [(d, reused_pretraining(d)) for d in given]
-        elif steps:  # both budgets known: the arms are independent
-            (a, sa), (b, sb) = run_many(
-                cfg, [arm_a, ("pretrain mlm", run_pretraining, (cfg, out / "pretrain-mlm", "mlm", steps))], out
-            )
-        else:  # the second arm gets the first's step count
-            ((a, sa),) = run_many(cfg, [arm_a], out)
-            ((b, sb),) = run_many(
-                cfg, [("pretrain mlm", run_pretraining, (cfg, out / "pretrain-mlm", "mlm", int(sa["step"])))], out
-            )
-        pre = {"mlm+nsp": pretraining_entry(a, sa), "mlm": pretraining_entry(b, sb)}
-        variants = {"mlm+nsp": a, "mlm": b}
-    else:  # mlm-vs-clm: equal compute, the same --budget-minutes (or --budget-steps) for both
-        arms = [
-            ("pretrain mlm", run_pretraining, (cfg, out / "pretrain-mlm", "mlm", steps)),
-            ("pretrain clm", run_pretraining, (cfg, out / "pretrain-clm", "clm", steps)),
-        ]
-        (m, sm), (c, sc) = [(d, reused_pretraining(d)) for d in given] if given else run_many(cfg, arms, out)
-        pre = {"mlm (bidirectional)": pretraining_entry(m, sm), "clm (left-to-right)": pretraining_entry(c, sc)}
-        variants = {"mlm (bidirectional)": m, "clm (left-to-right)": c}
-
-    runs, keys = [], []
-    for task in cfg.tasks:
-        for seed in range(cfg.seeds):
-            for v, dirs in variants.items():
-                model_dir = dirs if isinstance(dirs, Path) else dirs[task]  # a +tapt arm: one model per task
-                run_out = out / "finetune" / f"{slug(v)}-{task}-{seed}"
-                runs.append((f"{v} / {task} / seed {seed}", finetune_standard, (cfg, model_dir, task, seed, run_out)))
-                keys.append((v, task))
-    scores: dict[str, dict[str, list[float]]] = {v: {t: [] for t in cfg.tasks} for v in variants}
-    for (v, task), s in zip(keys, run_many(cfg, runs, out)):
-        scores[v][task].append(s)
+    arms = {"pretrain-vs-scratch": pretrain_vs_scratch_arms, "nsp-ablation": nsp_ablation_arms, "mlm-vs-clm": mlm_vs_clm_arms}
+    variants, pre, tapt_info = arms[cfg.name](cfg, out, [Path(d) for d in cfg.pretrained])
+    scores = finetune_arms(cfg, variants, out)
     result = {
         "experiment": cfg.name,
         "config": json.loads((out / "experiment_config.json").read_text()),
@@ -461,6 +406,80 @@ def run(cfg: ExperimentConfig) -> dict:
         plot_results(out, cfg, scores, pre)
     print("\n" + md)
     return result
+
+
+#: what each experiment's arms give `run`: (variant -> model dir, or task -> model dir for a +tapt
+#: arm), (variant -> pretraining entry), TAPT details
+Arms = tuple[dict[str, Path | dict[str, Path]], dict[str, dict], dict]
+
+
+def pretrain_vs_scratch_arms(cfg: ExperimentConfig, out: Path, given: list[Path]) -> Arms:
+    """An MLM model (pretrained here or given) and a random init of its exact config (+ TAPT arms)."""
+    from clozeformer.train.build import save_random_init
+
+    if given:
+        pretrained, summary = given[0], reused_pretraining(given[0])
+    else:
+        arm = ("pretrain mlm", run_pretraining, (cfg, out / "pretrain", "mlm", cfg.budget_steps))
+        ((pretrained, summary),) = run_many(cfg, [arm], out)
+    variants: dict[str, Path | dict[str, Path]] = {
+        "pretrained": pretrained,
+        "scratch": save_random_init(pretrained, out / "random-init", seed=0),
+    }
+    tapt_info: dict = {}
+    if cfg.tapt_steps:
+        tapt, tapt_info = tapt_arms(cfg, variants, out)
+        variants.update(tapt)
+    return variants, {"pretrained": pretraining_entry(pretrained, summary)}, tapt_info
+
+
+def nsp_ablation_arms(cfg: ExperimentConfig, out: Path, given: list[Path]) -> Arms:
+    """MLM+NSP and MLM-only on the same pairs; without --budget-steps MLM gets MLM+NSP's step count."""
+    from clozeformer.data.manifest import Manifest
+
+    if not given and not Manifest.read(cfg.data).nsp:
+        raise ClozeformerError(f"{cfg.data}: nsp-ablation needs NSP-prepared data (clozeformer prepare --mode nsp)")
+    steps = cfg.budget_steps
+    arm_a = ("pretrain mlm+nsp", run_pretraining, (cfg, out / "pretrain-mlm-nsp", "mlm_nsp", steps))
+
+    def arm_b(max_steps: int | None) -> tuple:
+        return ("pretrain mlm", run_pretraining, (cfg, out / "pretrain-mlm", "mlm", max_steps))
+
+    if given:
+        (a, sa), (b, sb) = [(d, reused_pretraining(d)) for d in given]
+    elif steps:  # both budgets known: the arms are independent
+        (a, sa), (b, sb) = run_many(cfg, [arm_a, arm_b(steps)], out)
+    else:  # the second arm gets the first's step count
+        ((a, sa),) = run_many(cfg, [arm_a], out)
+        ((b, sb),) = run_many(cfg, [arm_b(int(sa["step"]))], out)
+    return {"mlm+nsp": a, "mlm": b}, {"mlm+nsp": pretraining_entry(a, sa), "mlm": pretraining_entry(b, sb)}, {}
+
+
+def mlm_vs_clm_arms(cfg: ExperimentConfig, out: Path, given: list[Path]) -> Arms:
+    """Equal compute: the same --budget-minutes (or --budget-steps) for both objectives."""
+    arms = [
+        ("pretrain mlm", run_pretraining, (cfg, out / "pretrain-mlm", "mlm", cfg.budget_steps)),
+        ("pretrain clm", run_pretraining, (cfg, out / "pretrain-clm", "clm", cfg.budget_steps)),
+    ]
+    (m, sm), (c, sc) = [(d, reused_pretraining(d)) for d in given] if given else run_many(cfg, arms, out)
+    names = ("mlm (bidirectional)", "clm (left-to-right)")
+    return dict(zip(names, (m, c))), {names[0]: pretraining_entry(m, sm), names[1]: pretraining_entry(c, sc)}, {}
+
+
+def finetune_arms(cfg: ExperimentConfig, variants: dict, out: Path) -> dict[str, dict[str, list[float]]]:
+    """Every variant fine-tuned on every task with every seed; variant -> task -> scores by seed."""
+    runs, keys = [], []
+    for task in cfg.tasks:
+        for seed in range(cfg.seeds):
+            for v, dirs in variants.items():
+                model_dir = dirs if isinstance(dirs, Path) else dirs[task]  # a +tapt arm: one model per task
+                run_out = out / "finetune" / f"{slug(v)}-{task}-{seed}"
+                runs.append((f"{v} / {task} / seed {seed}", finetune_standard, (cfg, model_dir, task, seed, run_out)))
+                keys.append((v, task))
+    scores: dict[str, dict[str, list[float]]] = {v: {t: [] for t in cfg.tasks} for v in variants}
+    for (v, task), s in zip(keys, run_many(cfg, runs, out)):
+        scores[v][task].append(s)
+    return scores
 
 
 def results_markdown(cfg: ExperimentConfig, result: dict) -> str:
