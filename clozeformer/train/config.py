@@ -157,7 +157,9 @@ class PretrainConfig:
     eval_batches: int | None = field(default=None, metadata=flag_help("cap on val batches per evaluation"))
     log_every: int = field(default=1, metadata=flag_help("write a metrics.jsonl line every N steps"))
     save_every: int = field(default=0, metadata=flag_help("checkpoint every N steps (0 = off)"))
-    save_every_minutes: float = field(default=0.0, metadata=flag_help("checkpoint every M minutes (0 = off)"))
+    save_every_minutes: float = field(
+        default=30.0, metadata=flag_help("checkpoint every M minutes (0 = off): a crash or SIGKILL loses at most M minutes")
+    )
     keep_last: int = field(default=3, metadata=flag_help("checkpoints to keep (the newest K)"))
     resume: bool = field(
         default=True,
