@@ -286,7 +286,9 @@ def _finetune_qnli(cfg: QuickstartConfig, out: Path, checkpoint: Path, timings: 
         for name, model in starts.items()
         for seed in seeds
     ]
-    cores = cfg.threads or os.cpu_count() or 1
+    import torch
+
+    cores = torch.get_num_threads()  # --threads, else OMP_NUM_THREADS or the cores this process may use
     jobs = min(len(runs), cores)
     results = iter(run_in_processes(runs, jobs, max(1, cores // jobs), out / "finetune" / "logs"))
     scores = {name: [next(results) for _ in seeds] for name in starts}
