@@ -275,6 +275,8 @@ def _pretrain(cfg: QuickstartConfig, out: Path, timings: dict) -> tuple[dict, Pa
 def _finetune_qnli(cfg: QuickstartConfig, out: Path, checkpoint: Path, timings: dict) -> dict[str, list[float]]:
     """Step 6: QNLI fine-tuned from the checkpoint and from a random init of its exact config, each
     with --finetune-seeds seeds, the runs spread over the cores; dev accuracies per start and seed."""
+    import torch
+
     from clozeformer.procs import run_in_processes
     from clozeformer.train.build import save_random_init
 
@@ -286,8 +288,6 @@ def _finetune_qnli(cfg: QuickstartConfig, out: Path, checkpoint: Path, timings: 
         for name, model in starts.items()
         for seed in seeds
     ]
-    import torch
-
     cores = torch.get_num_threads()  # --threads, else OMP_NUM_THREADS or the cores this process may use
     jobs = min(len(runs), cores)
     results = iter(run_in_processes(runs, jobs, max(1, cores // jobs), out / "finetune" / "logs"))
