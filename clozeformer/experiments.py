@@ -18,11 +18,18 @@ Every variant is fine-tuned on each task with K seeds; the table reports mean +-
 task's main dev metric. Pretraining runs once per variant (seed 0): the seeds measure fine-tuning
 variance, not pretraining variance (say so when quoting the numbers). Writes results.json,
 results.md and PNG plots under --out.
+
+Running an experiment again into the same --out reuses each fine-tuning run that finished there
+with the same config from the same model (a record beside the run holds both; the model is compared
+by content): an experiment stopped while fine-tuning picks up where it stopped, and more seeds or
+a new arm cost only their own runs. --rerun trains every run again. Pretraining is not reused this
+way; give a finished arm's checkpoint with --pretrained.
 """
 
 from __future__ import annotations
 
 import argparse
+import hashlib
 import importlib.util
 import json
 import os
@@ -33,7 +40,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from clozeformer.cliutil import add_config_args, config_from_args, flag_help, print_config, save_config
+from clozeformer.cliutil import add_config_args, config_dict, config_from_args, flag_help, print_config, save_config
 from clozeformer.errors import ClozeformerError
 from clozeformer.io import atomic_write_json, atomic_write_text
 from clozeformer.procs import run_in_processes, slug
@@ -116,6 +123,13 @@ class ExperimentConfig:
     )
     tapt_lr: float = field(default=5e-4, metadata=flag_help("task-adaptive pretraining: peak learning rate"))
     tapt_warmup_steps: int = field(default=100, metadata=flag_help("task-adaptive pretraining: warmup steps"))
+    rerun: bool = field(
+        default=False,
+        metadata=flag_help(
+            "fine-tune every run again, even those that finished in --out with the same config from the same model "
+            "(reused by default)"
+        ),
+    )
 
     def __post_init__(self) -> None:
         if self.name not in EXPERIMENTS:
@@ -176,33 +190,77 @@ def check_tasks(cfg: ExperimentConfig) -> None:
             raise ClozeformerError(f"--tasks {task}: {e}") from None
 
 
-def finetune_standard(cfg: ExperimentConfig, model_dir: Path, task: str, seed: int, out: Path) -> float:
-    """The library's fine-tuning recipe (pooled [CLS] head); returns the main dev metric."""
+def finetune_config(cfg: ExperimentConfig, model_dir: Path, task: str, seed: int, out: Path) -> Any:
+    """The library's fine-tuning recipe (pooled head) for one run of the experiment."""
     from clozeformer.tasks.config import FinetuneConfig
+
+    return FinetuneConfig(
+        task=task,
+        data=[str(task_dir(cfg, task))],
+        model=str(model_dir),
+        out=str(out),
+        epochs=cfg.finetune_epochs,
+        lr=cfg.finetune_lr,
+        batch_size=32,
+        seed=seed,
+        max_time=cfg.finetune_minutes,
+        overwrite=True,
+        max_train_examples=cfg.max_train_examples,
+        max_eval_examples=cfg.max_eval_examples,
+        threads=cfg.threads,
+        dropout=cfg.finetune_dropout,
+        pooling=cfg.finetune_pooling,
+        precision=cfg.precision,
+        report_to=["none"],
+    )
+
+
+#: written beside each finished fine-tuning run: what it was (config, starting model) and its score
+RUN_RECORD = "experiment_run.json"
+#: the files of a model dir that `finetune` reads: equal contents, the same starting model
+MODEL_FILES = ("config.json", "model.safetensors", "vocab.txt", "tokenizer.json", "tokenizer_config.json")
+
+
+def model_fingerprint(model_dir: Path) -> str:
+    h = hashlib.sha256()
+    for name in MODEL_FILES:
+        path = model_dir / name
+        if path.is_file():
+            h.update(name.encode() + b"\0")
+            with path.open("rb") as f:
+                while chunk := f.read(1 << 20):
+                    h.update(chunk)
+    return h.hexdigest()
+
+
+def run_identity(ft: Any, fingerprint: str) -> dict:
+    """What makes two fine-tuning runs the same run: every setting but where the model and the output
+    live, and the model's contents."""
+    settings = {k: v for k, v in config_dict(ft).items() if k not in ("model", "out", "overwrite")}
+    return {"config": json.loads(json.dumps(settings)), "model_sha256": fingerprint}
+
+
+def finished_score(out: Path, identity: dict) -> float | None:
+    """The recorded score of the run in OUT if it finished with this identity, else None."""
+    try:
+        record = json.loads((out / RUN_RECORD).read_text(encoding="utf-8"))
+    except (OSError, ValueError, UnicodeDecodeError):
+        return None
+    if not isinstance(record, dict) or {k: record.get(k) for k in identity} != identity:
+        return None
+    return float(record["main"]) if isinstance(record.get("main"), (int, float)) else None
+
+
+def finetune_standard(ft: Any, identity: dict) -> float:
+    """One `finetune` run; returns the main dev metric and records it (with `identity`) beside it."""
     from clozeformer.tasks.finetune import finetune
 
-    res = finetune(
-        FinetuneConfig(
-            task=task,
-            data=[str(task_dir(cfg, task))],
-            model=str(model_dir),
-            out=str(out),
-            epochs=cfg.finetune_epochs,
-            lr=cfg.finetune_lr,
-            batch_size=32,
-            seed=seed,
-            max_time=cfg.finetune_minutes,
-            overwrite=True,
-            max_train_examples=cfg.max_train_examples,
-            max_eval_examples=cfg.max_eval_examples,
-            threads=cfg.threads,
-            dropout=cfg.finetune_dropout,
-            pooling=cfg.finetune_pooling,
-            precision=cfg.precision,
-            report_to=["none"],
-        )
-    )
-    return float(res["best"]["main"]) if res.get("best") else float("nan")
+    out = Path(ft.out)
+    (out / RUN_RECORD).unlink(missing_ok=True)  # a run killed from here on leaves no record
+    res = finetune(ft)
+    main = float(res["best"]["main"]) if res.get("best") else float("nan")
+    atomic_write_json(out / RUN_RECORD, {**identity, "main": main})
+    return main
 
 
 def _pretrain(cfg: ExperimentConfig, out: Path, **run: Any) -> tuple[Path, dict]:
@@ -359,6 +417,8 @@ def run_many(cfg: ExperimentConfig, runs: list[tuple[str, Callable, tuple]], out
     --jobs 1: here, one after the other, output to the terminal. --jobs N: N spawned processes
     (`procs.run_in_processes`), output to OUT/logs/NAME.log and one line here as each run ends.
     """
+    if not runs:
+        return []
     if cfg.jobs == 1:
         results = []
         for name, fn, args in runs:
@@ -467,17 +527,32 @@ def mlm_vs_clm_arms(cfg: ExperimentConfig, out: Path, given: list[Path]) -> Arms
 
 
 def finetune_arms(cfg: ExperimentConfig, variants: dict, out: Path) -> dict[str, dict[str, list[float]]]:
-    """Every variant fine-tuned on every task with every seed; variant -> task -> scores by seed."""
-    runs, keys = [], []
+    """Every variant fine-tuned on every task with every seed; variant -> task -> scores by seed.
+    Runs that finished in OUT with the same identity are reused (unless --rerun)."""
+    fingerprints: dict[Path, str] = {}
+    keys, scores_in_order, todo = [], [], []
     for task in cfg.tasks:
         for seed in range(cfg.seeds):
             for v, dirs in variants.items():
                 model_dir = dirs if isinstance(dirs, Path) else dirs[task]  # a +tapt arm: one model per task
-                run_out = out / "finetune" / f"{slug(v)}-{task}-{seed}"
-                runs.append((f"{v} / {task} / seed {seed}", finetune_standard, (cfg, model_dir, task, seed, run_out)))
+                if model_dir not in fingerprints:
+                    fingerprints[model_dir] = model_fingerprint(model_dir)
+                ft = finetune_config(cfg, model_dir, task, seed, out / "finetune" / f"{slug(v)}-{task}-{seed}")
+                identity = run_identity(ft, fingerprints[model_dir])
                 keys.append((v, task))
+                scores_in_order.append(None if cfg.rerun else finished_score(Path(ft.out), identity))
+                if scores_in_order[-1] is None:
+                    todo.append((len(keys) - 1, (f"{v} / {task} / seed {seed}", finetune_standard, (ft, identity))))
+    if len(todo) < len(keys):
+        print(
+            f"reusing {len(keys) - len(todo)} of {len(keys)} fine-tuning runs that finished in {out} with the same "
+            "config and model (--rerun trains them again)",
+            flush=True,
+        )
+    for (i, _), s in zip(todo, run_many(cfg, [r for _, r in todo], out)):
+        scores_in_order[i] = s
     scores: dict[str, dict[str, list[float]]] = {v: {t: [] for t in cfg.tasks} for v in variants}
-    for (v, task), s in zip(keys, run_many(cfg, runs, out)):
+    for (v, task), s in zip(keys, scores_in_order):
         scores[v][task].append(s)
     return scores
 

@@ -121,6 +121,45 @@ def test_task_adaptive_pretraining_arms(corpus_data, tmp_path):
     shutil.rmtree(out)
 
 
+@pytest.mark.slow
+def test_experiment_reuses_finished_runs_in_its_out_dir(corpus_data, tmp_path, capsys):
+    """Again into the same --out: each fine-tuning run that finished there with the same config from
+    the same model (compared by content) is reused, not trained again; anything else is trained."""
+    out = tmp_path / "resume"
+    base = experiment("pretrain-vs-scratch", corpus_data, tasks="sst2", model="tiny", budget_steps=2)
+    base += cli_args(finetune_minutes="0.05", finetune_epochs=1, batch_size=4, out=out)
+    assert cli_main(base + cli_args(seeds=1)) == 0
+    first = json.loads((out / "results.json").read_text())["scores"]
+    records = {d.name: (d / "experiment_run.json").stat().st_mtime_ns for d in (out / "finetune").iterdir()}
+    assert sorted(records) == ["pretrained-sst2-0", "scratch-sst2-0"]
+    capsys.readouterr()
+
+    # a second seed, from the same model given by path: seed 0 of both arms is reused
+    ckpt = next((out / "pretrain" / "checkpoints").iterdir())
+    argv = experiment("pretrain-vs-scratch", corpus_data, None, tasks="sst2", model="tiny", pretrained=ckpt)
+    argv += cli_args(finetune_minutes="0.05", finetune_epochs=1, batch_size=4, out=out, seeds=2)
+    assert cli_main(argv) == 0
+    assert "reusing 2 of 4 fine-tuning runs" in capsys.readouterr().out
+    second = json.loads((out / "results.json").read_text())["scores"]
+    for arm in ("pretrained", "scratch"):
+        assert second[arm]["sst2"][0] == first[arm]["sst2"][0] and len(second[arm]["sst2"]) == 2
+        assert (out / "finetune" / f"{arm}-sst2-0" / "experiment_run.json").stat().st_mtime_ns == records[f"{arm}-sst2-0"]
+
+    # a changed setting, a changed model, or --rerun: trained again
+    assert cli_main(argv + cli_args(finetune_lr="2e-4", seeds=1)) == 0
+    assert "reusing" not in capsys.readouterr().out
+    other = tmp_path / "other-model"
+    shutil.copytree(ckpt, other)
+    weights = bytearray((other / "model.safetensors").read_bytes())
+    weights[-1] ^= 1  # one bit of one weight
+    (other / "model.safetensors").write_bytes(bytes(weights))
+    assert cli_main(argv[:-2] + cli_args(seeds=1, finetune_lr="2e-4", pretrained=other)) == 0
+    assert "reusing 1 of 2" in capsys.readouterr().out  # the scratch arm only: a random init of the same config
+    assert cli_main(argv + cli_args(rerun=True)) == 0
+    assert "reusing" not in capsys.readouterr().out
+    assert (out / "finetune" / "scratch-sst2-0" / "experiment_run.json").stat().st_mtime_ns != records["scratch-sst2-0"]
+
+
 def test_experiment_errors_are_one_line(corpus_data, tmp_path, capsys):
     assert cli_main(experiment("nsp-ablation", corpus_data, tasks="sst2", out=tmp_path / "x")) == 2
     assert "needs NSP-prepared data" in capsys.readouterr().err
