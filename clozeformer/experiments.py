@@ -98,7 +98,10 @@ class ExperimentConfig:
             "pin it to compare runs made on different machines"
         ),
     )
-    finetune_lr: float = field(default=1e-4, metadata=flag_help("fine-tuning learning rate"))
+    finetune_lr: float | None = field(
+        default=None,
+        metadata=flag_help("fine-tuning learning rate; unset: `finetune`'s default for the model (5e-4 for tiny and mini)"),
+    )
     finetune_dropout: float | None = field(
         default=None, metadata=flag_help("dropout while fine-tuning (`finetune --dropout`); unset: each model's own")
     )
@@ -155,6 +158,8 @@ class ExperimentConfig:
                 )
             if self.tapt_steps < 1 or self.tapt_lr <= 0 or self.tapt_warmup_steps < 0:
                 raise ClozeformerError("--tapt-steps and --tapt-lr must be positive, --tapt-warmup-steps >= 0")
+        if self.finetune_lr is not None and self.finetune_lr <= 0:
+            raise ClozeformerError(f"--finetune-lr {self.finetune_lr}: must be positive")
         if self.finetune_pooling not in (None, "cls", "mean", "last"):
             raise ClozeformerError(f"--finetune-pooling {self.finetune_pooling!r}: choose cls, mean or last")
         if self.jobs > 1 and not self.threads:
@@ -574,7 +579,8 @@ def results_markdown(cfg: ExperimentConfig, result: dict) -> str:
             else f"pretraining budget {cfg.budget_minutes:g} min for the first variant (the others get its step count)"
         )
         + f"; fine-tuning {cfg.finetune_epochs:g} epochs, <= {cfg.finetune_minutes:g} min per run, lr "
-        f"{cfg.finetune_lr:g}, dropout {dropout}, <= {cfg.max_train_examples} train / "
+        f"{'finetune default' if cfg.finetune_lr is None else f'{cfg.finetune_lr:g}'}, dropout {dropout}, "
+        f"<= {cfg.max_train_examples} train / "
         f"{cfg.max_eval_examples} dev examples; "
         f"{cfg.seeds} fine-tuning seeds; mean +- std of each task's main dev metric.",
         "",

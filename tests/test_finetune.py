@@ -397,6 +397,21 @@ def test_max_time_and_caps(tmp_path):
     assert [p.name for p in mine.iterdir()] == ["notes.txt"]
 
 
+def test_unset_lr_is_the_default_for_the_model_size(tmp_path, capsys):
+    """Without --lr, small models (hidden <= 256) fine-tune at 5e-4, larger ones at BERT's 3e-5; the
+    rate used is printed and saved in finetune_config.json."""
+    from clozeformer.tasks.config import default_finetune_lr
+
+    assert [default_finetune_lr(h) for h in (128, 256, 512, 768)] == [5e-4, 5e-4, 3e-5, 3e-5]
+    vocab = write_vocab(tmp_path)
+    data = write_random_sst2(tmp_path / "d", random.Random(6), n_dev=10)
+    out = tmp_path / "out"
+    no_lr = [f for i, f in enumerate(TINY) if f != "--lr" and (i == 0 or TINY[i - 1] != "--lr")]
+    run(cli_args("finetune", task="sst2", data=data, tokenizer=vocab, out=out, max_train_examples=16, max_time="1e-9") + no_lr)
+    assert json.loads((out / "finetune_config.json").read_text())["lr"] == 5e-4
+    assert "lr 0.0005 (--lr unset: the default for hidden size 32)" in capsys.readouterr().out
+
+
 def test_mnli_two_dev_sets_submissions_and_config_file(tmp_path):
     """MNLI: matched + mismatched dev scores each epoch; predict writes MNLI-m / MNLI-mm / AX."""
     conf = tmp_path / "ft.json"

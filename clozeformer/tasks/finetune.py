@@ -34,7 +34,7 @@ from clozeformer.precision import resolve_precision
 from clozeformer.spans import effective_stride
 from clozeformer.tasks import features as F
 from clozeformer.tasks.common import Problems
-from clozeformer.tasks.config import FinetuneConfig
+from clozeformer.tasks.config import FinetuneConfig, default_finetune_lr
 from clozeformer.tasks.loading import build_task_model, is_preset, load_tokenizer
 from clozeformer.tasks.runner import SplitData, TaskRunner, check_labels, discover_labels, format_scores
 from clozeformer.tasks.spec import TaskSpec, get_task, read_examples, resolve_files
@@ -306,6 +306,9 @@ def finetune(cfg: FinetuneConfig) -> dict:
     problems = Problems(skip_bad_rows=cfg.skip_bad_rows)
     data = read_task_data(cfg, spec, files, tokenizer, problems)
     model = task_model(cfg, spec, data, tokenizer).to(device)
+    if cfg.lr is None:  # resolved before it is saved: finetune_config.json holds the rate used
+        cfg.lr = default_finetune_lr(model.config.hidden_size)
+        print(f"lr {cfg.lr:g} (--lr unset: the default for hidden size {model.config.hidden_size})")
     out.mkdir(parents=True, exist_ok=True)
     mark_owned(out, "finetune", complete=False)  # a killed run leaves a directory no verb loads as a model
     save_config(cfg, out / "finetune_config.json")
