@@ -20,10 +20,11 @@ variance, not pretraining variance (say so when quoting the numbers). Writes res
 results.md and PNG plots under --out.
 
 Running an experiment again into the same --out reuses each fine-tuning run that finished there
-with the same config from the same model (a record beside the run holds both; the model is compared
-by content): an experiment stopped while fine-tuning picks up where it stopped, and more seeds or
-a new arm cost only their own runs. --rerun trains every run again. Pretraining is not reused this
-way; give a finished arm's checkpoint with --pretrained.
+with the same config from the same model on the same task files (a record beside the run holds
+all three; the model is compared by content, the files by size and time): an experiment stopped
+while fine-tuning picks up where it stopped, and more seeds or a new arm cost only their own runs.
+--rerun trains every run again. Pretraining is not reused this way; give a finished arm's
+checkpoint with --pretrained.
 """
 
 from __future__ import annotations
@@ -238,11 +239,20 @@ def model_fingerprint(model_dir: Path) -> str:
     return h.hexdigest()
 
 
-def run_identity(ft: Any, fingerprint: str) -> dict:
+def data_fingerprint(directory: Path) -> str:
+    """The task's files by name, size and modification time: an edited or replaced file changes it."""
+    h = hashlib.sha256()
+    for path in sorted(p for p in directory.rglob("*") if p.is_file()):
+        st = path.stat()
+        h.update(f"{path.relative_to(directory)}\0{st.st_size}\0{st.st_mtime_ns}\n".encode())
+    return h.hexdigest()
+
+
+def run_identity(ft: Any, model_sha256: str, data: str) -> dict:
     """What makes two fine-tuning runs the same run: every setting but where the model and the output
-    live, and the model's contents."""
+    live, the model's contents and the task's files."""
     settings = {k: v for k, v in config_dict(ft).items() if k not in ("model", "out", "overwrite")}
-    return {"config": json.loads(json.dumps(settings)), "model_sha256": fingerprint}
+    return {"config": json.loads(json.dumps(settings)), "model_sha256": model_sha256, "task_files": data}
 
 
 def finished_score(out: Path, identity: dict) -> float | None:
@@ -537,13 +547,14 @@ def finetune_arms(cfg: ExperimentConfig, variants: dict, out: Path) -> dict[str,
     fingerprints: dict[Path, str] = {}
     keys, scores_in_order, todo = [], [], []
     for task in cfg.tasks:
+        task_files = data_fingerprint(task_dir(cfg, task))
         for seed in range(cfg.seeds):
             for v, dirs in variants.items():
                 model_dir = dirs if isinstance(dirs, Path) else dirs[task]  # a +tapt arm: one model per task
                 if model_dir not in fingerprints:
                     fingerprints[model_dir] = model_fingerprint(model_dir)
                 ft = finetune_config(cfg, model_dir, task, seed, out / "finetune" / f"{slug(v)}-{task}-{seed}")
-                identity = run_identity(ft, fingerprints[model_dir])
+                identity = run_identity(ft, fingerprints[model_dir], task_files)
                 keys.append((v, task))
                 scores_in_order.append(None if cfg.rerun else finished_score(Path(ft.out), identity))
                 if scores_in_order[-1] is None:

@@ -124,9 +124,11 @@ def test_task_adaptive_pretraining_arms(corpus_data, tmp_path):
 @pytest.mark.slow
 def test_experiment_reuses_finished_runs_in_its_out_dir(corpus_data, tmp_path, capsys):
     """Again into the same --out: each fine-tuning run that finished there with the same config from
-    the same model (compared by content) is reused, not trained again; anything else is trained."""
-    out = tmp_path / "resume"
-    base = experiment("pretrain-vs-scratch", corpus_data, tasks="sst2", model="tiny", budget_steps=2)
+    the same model (compared by content) on the same task files is reused, not trained again;
+    anything else is trained."""
+    out, glue = tmp_path / "resume", tmp_path / "glue"
+    shutil.copytree(corpus_data["glue"], glue)  # edited below
+    base = experiment("pretrain-vs-scratch", corpus_data, tasks_data=glue, tasks="sst2", model="tiny", budget_steps=2)
     base += cli_args(finetune_minutes="0.05", finetune_epochs=1, batch_size=4, out=out)
     assert cli_main(base + cli_args(seeds=1)) == 0
     first = json.loads((out / "results.json").read_text())["scores"]
@@ -136,7 +138,7 @@ def test_experiment_reuses_finished_runs_in_its_out_dir(corpus_data, tmp_path, c
 
     # a second seed, from the same model given by path: seed 0 of both arms is reused
     ckpt = next((out / "pretrain" / "checkpoints").iterdir())
-    argv = experiment("pretrain-vs-scratch", corpus_data, None, tasks="sst2", model="tiny", pretrained=ckpt)
+    argv = experiment("pretrain-vs-scratch", corpus_data, None, tasks_data=glue, tasks="sst2", model="tiny", pretrained=ckpt)
     argv += cli_args(finetune_minutes="0.05", finetune_epochs=1, batch_size=4, out=out, seeds=2)
     assert cli_main(argv) == 0
     assert "reusing 2 of 4 fine-tuning runs" in capsys.readouterr().out
@@ -156,6 +158,12 @@ def test_experiment_reuses_finished_runs_in_its_out_dir(corpus_data, tmp_path, c
     assert cli_main(argv[:-2] + cli_args(seeds=1, finetune_lr="2e-4", pretrained=other)) == 0
     assert "reusing 1 of 2" in capsys.readouterr().out  # the scratch arm only: a random init of the same config
     assert cli_main(argv + cli_args(rerun=True)) == 0
+    assert "reusing" not in capsys.readouterr().out
+    assert cli_main(argv) == 0
+    assert "reusing 4 of 4" in capsys.readouterr().out
+    dev = glue / "SST-2" / "dev.tsv"
+    dev.write_text(dev.read_text() + "the cat likes the green ball .\t1\n")  # an edited task file
+    assert cli_main(argv) == 0
     assert "reusing" not in capsys.readouterr().out
     assert (out / "finetune" / "scratch-sst2-0" / "experiment_run.json").stat().st_mtime_ns != records["scratch-sst2-0"]
 
