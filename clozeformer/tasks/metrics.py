@@ -1,25 +1,29 @@
-"""The tasks' official metrics, in numpy and the standard library.
+"""The tasks' official metrics: scikit-learn and scipy for classification and correlation, the
+tasks' own evaluation scripts for span QA and NER.
 
-| metric      | definition (and what the tests check it against)                                  |
+| metric      | definition                                                                        |
 |-------------|-----------------------------------------------------------------------------------|
-| accuracy    | mean(pred == gold)                                    (sklearn accuracy_score)     |
-| f1          | binary F1 of the positive class "1"                   (sklearn f1_score)           |
-| mcc         | Matthews correlation, multi-class form (CoLA)         (sklearn matthews_corrcoef)  |
-| pearson     | Pearson r (STS-B)                                     (scipy.stats.pearsonr)       |
-| spearman    | Pearson r of average ranks (STS-B)                    (scipy.stats.spearmanr)      |
+| accuracy    | mean(pred == gold)                                                                |
+| f1          | binary F1 of the positive class "1" (MRPC, QQP)        sklearn f1_score            |
+| macro_f1    | unweighted mean of the per-class F1                    sklearn f1_score            |
+| mcc         | Matthews correlation, multi-class form (CoLA)          sklearn matthews_corrcoef   |
+| pearson     | Pearson r (STS-B)                                      scipy.stats.pearsonr        |
+| spearman    | Spearman rho, ties at their average rank (STS-B)       scipy.stats.spearmanr       |
 | SQuAD EM/F1 | the official v1.1 and v2.0 evaluation scripts, normalisation and all              |
 | CMRC EM/F1  | CMRC 2018's evaluate script: mixed segmentation, punctuation removal, LCS-based F1 |
 | entity P/R/F1 | CoNLL `conlleval` chunking, micro-averaged over entities (seqeval's default mode) |
 
 Every score is a fraction in [0, 1] except the SQuAD/CMRC ones, which, as their scripts do,
-report percentages. Correlations are undefined when either side is constant; they are then
-reported as 0.0 (scipy returns nan), so a metrics JSON stays valid JSON.
+report percentages. Scores that are undefined (a correlation with a constant side, F1 with no
+true or predicted positives, MCC of a constant prediction) are reported as 0.0, without a
+warning, so a metrics JSON stays valid JSON and a log stays readable.
 """
 
 from __future__ import annotations
 
 import re
 import string
+import warnings
 from collections import Counter
 from collections.abc import Iterable, Sequence
 
@@ -34,59 +38,45 @@ def accuracy(preds: Sequence, labels: Sequence) -> float:
 
 
 def f1_binary(preds: Sequence, labels: Sequence, positive=1) -> float:
-    """F1 of the `positive` class (MRPC, QQP). 0.0 when there are no true or predicted positives."""
+    """F1 of the `positive` class (MRPC, QQP)."""
+    from sklearn.metrics import f1_score
+
     p, y = np.asarray(preds) == positive, np.asarray(labels) == positive
-    tp = float(np.sum(p & y))
-    denom = float(p.sum() + y.sum())
-    return 2.0 * tp / denom if denom else 0.0
+    return float(f1_score(y, p, zero_division=0.0))
 
 
 def macro_f1(preds: Sequence, labels: Sequence) -> float:
     """Unweighted mean of the per-class F1 over the classes present in labels or predictions."""
-    classes = sorted(set(np.asarray(labels).tolist()) | set(np.asarray(preds).tolist()))
-    return float(np.mean([f1_binary(preds, labels, c) for c in classes])) if classes else 0.0
+    from sklearn.metrics import f1_score
+
+    return float(f1_score(np.asarray(labels), np.asarray(preds), average="macro", zero_division=0.0)) if len(labels) else 0.0
 
 
 def matthews_corrcoef(preds: Sequence, labels: Sequence) -> float:
-    """MCC (Gorodkin's multi-class generalisation, as sklearn computes it); 0.0 when undefined."""
-    y, p = np.asarray(labels), np.asarray(preds)
-    classes = np.unique(np.concatenate([y, p]))
-    yi, pi = np.searchsorted(classes, y), np.searchsorted(classes, p)
-    k = len(classes)
-    confusion = np.zeros((k, k), dtype=np.float64)
-    np.add.at(confusion, (yi, pi), 1)
-    t_sum, p_sum = confusion.sum(axis=1), confusion.sum(axis=0)
-    n_correct, n = np.trace(confusion), confusion.sum()
-    cov_ytyp = n_correct * n - t_sum @ p_sum
-    cov_ypyp = n * n - p_sum @ p_sum
-    cov_ytyt = n * n - t_sum @ t_sum
-    if cov_ypyp * cov_ytyt == 0:
-        return 0.0
-    return float(cov_ytyp / np.sqrt(cov_ytyt * cov_ypyp))
+    from sklearn.metrics import matthews_corrcoef as mcc
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # a constant side: sklearn answers 0.0
+        return float(mcc(np.asarray(labels), np.asarray(preds)))
+
+
+def _correlation(fn, x: Sequence[float], y: Sequence[float]) -> float:
+    x, y = np.asarray(x, dtype=np.float64), np.asarray(y, dtype=np.float64)
+    if len(x) < 2 or np.ptp(x) == 0 or np.ptp(y) == 0:
+        return 0.0  # undefined (scipy: nan and a warning)
+    return float(fn(x, y)[0])
 
 
 def pearson(x: Sequence[float], y: Sequence[float]) -> float:
-    x, y = np.asarray(x, dtype=np.float64), np.asarray(y, dtype=np.float64)
-    xm, ym = x - x.mean(), y - y.mean()
-    denom = np.sqrt((xm @ xm) * (ym @ ym))
-    return float(np.clip((xm @ ym) / denom, -1.0, 1.0)) if denom > 0 else 0.0
+    from scipy.stats import pearsonr
 
-
-def rankdata(a: Sequence[float]) -> np.ndarray:
-    """1-based ranks, ties sharing their average rank (scipy.stats.rankdata, method='average')."""
-    a = np.asarray(a)
-    sorter = np.argsort(a, kind="mergesort")
-    inv = np.empty(sorter.size, dtype=np.intp)
-    inv[sorter] = np.arange(sorter.size)
-    a_sorted = a[sorter]
-    new_value = np.r_[True, a_sorted[1:] != a_sorted[:-1]]
-    dense = new_value.cumsum()[inv]  # 1-based id of each value's tie group
-    bounds = np.r_[np.nonzero(new_value)[0], len(new_value)]  # where each tie group starts
-    return 0.5 * (bounds[dense] + bounds[dense - 1] + 1)
+    return _correlation(pearsonr, x, y)
 
 
 def spearman(x: Sequence[float], y: Sequence[float]) -> float:
-    return pearson(rankdata(x), rankdata(y))
+    from scipy.stats import spearmanr
+
+    return _correlation(spearmanr, x, y)
 
 
 def classification_metrics(names: Iterable[str], preds: Sequence, labels: Sequence) -> dict[str, float]:
