@@ -5,6 +5,10 @@
                          bidirectionally (`pretrain --objective mlm`) and left-to-right
                          (`--objective clm`), then identical `finetune` runs (the pooling
                          asked; by default [CLS] for MLM and the last real token for CLM)
+    mlm-vs-rtd           the same backbone and compute pretrained with the masked LM and with
+                         ELECTRA's replaced-token detection (`--objective electra`, the
+                         generator that did best in EXPERIMENTS run 5: one layer at full
+                         width, sharing the embeddings), then identical `finetune` runs
     nsp-ablation         MLM + NSP vs MLM only, equal steps, on the same NSP-prepared data
 
 pretrain-vs-scratch --tapt-steps N adds task-adaptive pretraining (Gururangan et al. 2020): before
@@ -30,6 +34,7 @@ checkpoint with --pretrained.
 from __future__ import annotations
 
 import argparse
+import functools
 import hashlib
 import importlib.util
 import json
@@ -47,7 +52,7 @@ from clozeformer.io import atomic_write_json, atomic_write_text
 from clozeformer.procs import run_in_processes, slug
 from clozeformer.train.metrics import read_metrics
 
-EXPERIMENTS = ("pretrain-vs-scratch", "mlm-vs-clm", "nsp-ablation")
+EXPERIMENTS = ("pretrain-vs-scratch", "mlm-vs-clm", "mlm-vs-rtd", "nsp-ablation")
 
 
 @dataclass
@@ -65,7 +70,8 @@ class ExperimentConfig:
         default_factory=list,
         metadata=flag_help(
             "model dirs to fine-tune instead of pretraining, one per variant in table order: pretrain-vs-scratch: "
-            "MLM; mlm-vs-clm: MLM CLM (a left-to-right model); nsp-ablation: MLM+NSP MLM"
+            "MLM; mlm-vs-clm: MLM CLM (a left-to-right model); mlm-vs-rtd: MLM RTD (an ELECTRA encoder); "
+            "nsp-ablation: MLM+NSP MLM"
         ),
     )
     model: str = field(default="mini", metadata=flag_help("architecture preset of the pretrained models"))
@@ -303,7 +309,9 @@ def _pretrain(cfg: ExperimentConfig, out: Path, **run: Any) -> tuple[Path, dict]
     return Path(summary["checkpoint"]), summary
 
 
-def run_pretraining(cfg: ExperimentConfig, out: Path, objective: str, max_steps: int | None) -> tuple[Path, dict]:
+def run_pretraining(
+    cfg: ExperimentConfig, out: Path, objective: str, max_steps: int | None, **objective_options: Any
+) -> tuple[Path, dict]:
     """The library's pretraining loop; budget = minutes for the first variant, steps after."""
     return _pretrain(
         cfg,
@@ -315,6 +323,7 @@ def run_pretraining(cfg: ExperimentConfig, out: Path, objective: str, max_steps:
         max_steps=max_steps,
         lr=cfg.lr,
         warmup_steps=cfg.warmup_steps,
+        **objective_options,
     )
 
 
@@ -463,7 +472,12 @@ def run(cfg: ExperimentConfig) -> dict:
     if not plots:
         print("note: matplotlib is not installed: results.json and results.md only, no PNGs (pip install 'clozeformer[plot]')")
     t0 = time.monotonic()
-    arms = {"pretrain-vs-scratch": pretrain_vs_scratch_arms, "nsp-ablation": nsp_ablation_arms, "mlm-vs-clm": mlm_vs_clm_arms}
+    arms = {
+        "pretrain-vs-scratch": pretrain_vs_scratch_arms,
+        "nsp-ablation": nsp_ablation_arms,
+        "mlm-vs-clm": mlm_vs_clm_arms,
+        "mlm-vs-rtd": mlm_vs_rtd_arms,
+    }
     variants, pre, tapt_info = arms[cfg.name](cfg, out, [Path(d) for d in cfg.pretrained])
     scores = finetune_arms(cfg, variants, out)
     result = {
@@ -539,6 +553,26 @@ def mlm_vs_clm_arms(cfg: ExperimentConfig, out: Path, given: list[Path]) -> Arms
     (m, sm), (c, sc) = [(d, reused_pretraining(d)) for d in given] if given else run_many(cfg, arms, out)
     names = ("mlm (bidirectional)", "clm (left-to-right)")
     return dict(zip(names, (m, c))), {names[0]: pretraining_entry(m, sm), names[1]: pretraining_entry(c, sc)}, {}
+
+
+#: the ELECTRA generator of mlm-vs-rtd: run 5's better one (one layer, full width, shared embeddings)
+RTD_GENERATOR = {"generator_fraction": 1.0, "generator_layers": 1}
+
+
+def mlm_vs_rtd_arms(cfg: ExperimentConfig, out: Path, given: list[Path]) -> Arms:
+    """Equal compute: the same --budget-minutes (or --budget-steps) for the masked LM and for
+    replaced-token detection, whose step also runs the generator."""
+    arms = [
+        ("pretrain mlm", run_pretraining, (cfg, out / "pretrain-mlm", "mlm", cfg.budget_steps)),
+        (
+            "pretrain rtd",
+            functools.partial(run_pretraining, **RTD_GENERATOR),
+            (cfg, out / "pretrain-rtd", "electra", cfg.budget_steps),
+        ),
+    ]
+    (m, sm), (r, sr) = [(d, reused_pretraining(d)) for d in given] if given else run_many(cfg, arms, out)
+    names = ("mlm (masked LM)", "rtd (ELECTRA)")
+    return dict(zip(names, (m, r))), {names[0]: pretraining_entry(m, sm), names[1]: pretraining_entry(r, sr)}, {}
 
 
 def finetune_arms(cfg: ExperimentConfig, variants: dict, out: Path) -> dict[str, dict[str, list[float]]]:
@@ -647,6 +681,8 @@ def _pretraining_summary(variant: str, d: dict) -> str:
         parts.append(f"val {what} accuracy {val['val_mlm_acc']:.3f}")
     if val.get("val_nsp_acc") is not None:
         parts.append(f"val NSP accuracy {val['val_nsp_acc']:.3f}")
+    if val.get("val_rtd_acc") is not None:  # ELECTRA: the MLM accuracy above is its generator's
+        parts.append(f"val replaced-token accuracy {val['val_rtd_acc']:.3f} (all 'original': {1 - val['val_rtd_replaced']:.3f})")
     if d.get("final_loss") is not None:
         parts.append(f"final training loss {d['final_loss']:.3f}")
     return f"{variant}: " + (", ".join(parts) or "?")
@@ -680,7 +716,7 @@ def plot_results(out: Path, cfg: ExperimentConfig, scores: dict, pre: dict) -> N
         for k, (minutes, losses) in curves.items():
             ax.plot(minutes, losses, label=k, lw=1)
         ax.set_xlabel("minutes of pretraining")
-        ax.set_ylabel("training loss (MLM: masked tokens; CLM: next token)")
+        ax.set_ylabel("training MLM loss (CLM: next token;\nELECTRA: its generator's)", fontsize=8)
         ax.legend()
         fig.tight_layout()
         fig.savefig(out / "pretraining_loss.png", dpi=110)
@@ -688,9 +724,10 @@ def plot_results(out: Path, cfg: ExperimentConfig, scores: dict, pre: dict) -> N
 
 
 def _loss_curve(checkpoint: Path) -> tuple[list[float], list[float]] | None:
-    """(minutes, training loss) of the run a checkpoint (RUN/checkpoints/step-N) belongs to."""
-    train = [r for r in read_metrics(checkpoint.parent.parent) if r.get("kind") == "train" and "loss" in r]
-    return ([r["elapsed_s"] / 60 for r in train], [r["loss"] for r in train]) if train else None
+    """(minutes, training MLM loss) of the run a checkpoint (RUN/checkpoints/step-N) belongs to: the
+    masked-LM part of the loss, comparable across objectives (no NSP or replaced-token term)."""
+    train = [r for r in read_metrics(checkpoint.parent.parent) if r.get("kind") == "train" and "mlm_loss" in r]
+    return ([r["elapsed_s"] / 60 for r in train], [r["mlm_loss"] for r in train]) if train else None
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

@@ -1,4 +1,4 @@
-"""`clozeformer experiment`: each of the three runs end to end on tiny generated data."""
+"""`clozeformer experiment`: each experiment runs end to end on tiny generated data."""
 
 from __future__ import annotations
 
@@ -44,7 +44,9 @@ def experiment(name: str, corpus_data: dict, data: str | None = "packed", **flag
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("name,data", [("pretrain-vs-scratch", "packed"), ("mlm-vs-clm", "packed"), ("nsp-ablation", "nsp")])
+@pytest.mark.parametrize(
+    "name,data", [("pretrain-vs-scratch", "packed"), ("mlm-vs-clm", "packed"), ("mlm-vs-rtd", "packed"), ("nsp-ablation", "nsp")]
+)
 def test_experiment_runs_and_reports(corpus_data, tmp_path, name, data):
     out = tmp_path / name
     argv = experiment(name, corpus_data, data, tasks="sst2", model="tiny", budget_minutes="0.03", finetune_minutes="0.05")
@@ -83,6 +85,18 @@ def test_experiment_runs_and_reports(corpus_data, tmp_path, name, data):
         assert "val next-token accuracy" in (again / "results.md").read_text()
         assert [r["steps"] for r in reused.values()] == [r["steps"] for r in result["pretraining"].values()]
         assert (again / "pretraining_loss.png").is_file()
+    if name == "mlm-vs-rtd":
+        # the same minutes for both; the rtd arm is `pretrain --objective electra` with the one-layer
+        # full-width generator, and what is fine-tuned is its encoder (the generator stays behind)
+        rtd = json.loads((out / "pretrain-rtd" / "pretrain_config.json").read_text())
+        mlm = json.loads((out / "pretrain-mlm" / "pretrain_config.json").read_text())
+        assert (rtd["objective"], rtd["generator_fraction"], rtd["generator_layers"]) == ("electra", 1.0, 1)
+        assert mlm["objective"] == "mlm" and rtd["max_time"] == mlm["max_time"] == 0.03
+        rtd_ckpt = next((out / "pretrain-rtd" / "checkpoints").iterdir())
+        assert (rtd_ckpt / "generator" / "config.json").is_file()
+        assert json.loads((rtd_ckpt / "generator" / "config.json").read_text())["num_hidden_layers"] == 1
+        assert "val replaced-token accuracy" in (out / "results.md").read_text()
+        assert list(result["scores"]) == ["mlm (masked LM)", "rtd (ELECTRA)"]
     shutil.rmtree(out)
 
 
