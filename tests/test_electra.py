@@ -162,6 +162,10 @@ def test_pretrain_electra_learns_resumes_exactly_and_finetunes(data, tmp_path, c
     assert 0.0 < full["val"]["val_rtd_replaced"] < 0.15 and "val_mlm_acc" in full["val"]
     ckpt = Path(full["checkpoint"])
     assert (ckpt / "generator" / "config.json").is_file() and (ckpt / "generator" / "vocab.txt").is_file()
+    # `plot` draws the discriminator's accuracy beside the all-"original" answer's
+    pytest.importorskip("matplotlib")
+    assert cli_main(["plot", str(tmp_path / "full"), "--out", str(tmp_path / "png")]) == 0
+    assert (tmp_path / "png" / "replaced_token.png").stat().st_size > 1000
 
     # exact resume: 20 steps, stop, 20 more == 40 in one go (a constant lr: the horizon does not matter)
     pretrain(cfg_for(data, tmp_path / "split", max_steps=20, schedule="constant"))

@@ -345,6 +345,7 @@ def test_plot_writes_pngs(data, tmp_path, capsys):
     for name in ("loss", "mlm_accuracy", "lr", "throughput"):
         png = tmp_path / "png" / f"pretrain-{name}.png"
         assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.stat().st_size > 5000
+    assert not (tmp_path / "png" / "pretrain-replaced_token.png").exists()  # an ELECTRA run's panel only
     assert cli_main(["plot", str(tmp_path / "nope")]) == 2
     assert "no such run directory" in capsys.readouterr().err
     # --compare: validation curves of several runs against wall-clock minutes

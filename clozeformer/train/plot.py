@@ -144,13 +144,25 @@ def plot_run(cfg: PlotConfig) -> list[Path]:
         ("lr", "learning rate", "lr", [("lr", None, "lr")]),
         ("throughput", "throughput", "tokens / s", [("tokens_per_s", None, "tokens/s")]),
     ]
+    if any("rtd_acc" in r for r in train):  # ELECTRA: the discriminator against answering "original" everywhere
+        for r in evals:
+            if isinstance(r.get("val_rtd_replaced"), (int, float)):
+                r["val_rtd_all_original"] = 1.0 - r["val_rtd_replaced"]
+        panels.append(
+            (
+                "replaced_token",
+                "replaced-token detection, every token",
+                "accuracy",
+                [("rtd_acc", "val_rtd_acc", "discriminator"), (None, "val_rtd_all_original", "all 'original'")],
+            )
+        )
     written = []
     for name, title, ylabel, curves in panels:
         fig = _figure()
         ax = fig.add_subplot()
         for i, (tkey, vkey, label) in enumerate(curves):
             color = f"C{i}"
-            x, y = series(train, tkey)
+            x, y = series(train, tkey) if tkey else (None, None)
             if x is not None:
                 smooth = name not in ("lr",) and cfg.smooth > 1
                 if smooth:
