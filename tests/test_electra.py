@@ -15,7 +15,13 @@ from synthetic import make_data_dir
 
 from clozeformer.cli import main as cli_main
 from clozeformer.config import BertConfig
-from clozeformer.model import BertForMaskedLM, BertForSequenceClassification, ElectraForPreTraining, electra_generator_config
+from clozeformer.model import (
+    BertForMaskedLM,
+    BertForSequenceClassification,
+    ElectraForPreTraining,
+    electra_generator_config,
+    sample_tokens,
+)
 from clozeformer.train.config import PretrainConfig
 from clozeformer.train.loop import pretrain
 from clozeformer.train.metrics import read_metrics
@@ -35,6 +41,22 @@ def batch(seed: int = 0, B: int = 3, T: int = 12):
     mask = torch.ones(B, T, dtype=torch.long)
     mask[-1, -3:] = 0  # padding in the last row
     return original, inputs, labels, mask
+
+
+def test_sample_tokens_draws_from_each_rows_distribution():
+    torch.manual_seed(0)
+    probs = torch.tensor([[0.2, 0.5, 0.0, 0.3], [0.0, 0.0, 1.0, 0.0], [0.25, 0.25, 0.25, 0.25]])
+    n = 40_000
+    draws = sample_tokens(probs.repeat(n, 1)).view(n, 3)  # (n, rows)
+    for row in range(3):
+        freq = torch.bincount(draws[:, row], minlength=4).double() / n
+        # 4.5 standard errors of a frequency; a zero-probability token is never drawn
+        tol = 4.5 * (probs[row].double() * (1 - probs[row].double()) / n).sqrt() + 1e-12
+        assert ((freq - probs[row].double()).abs() <= tol).all(), (row, freq)
+    # rows that do not sum to 1 (a bf16 softmax) are sampled in proportion
+    many = sample_tokens(torch.tensor([[1.0, 3.0]]).repeat(n, 1))
+    assert abs(many.double().mean().item() - 0.75) < 4.5 * (0.75 * 0.25 / n) ** 0.5
+    assert sample_tokens(torch.zeros(0, 5)).shape == (0,)
 
 
 @pytest.mark.parametrize("positions", ["absolute", "rotary"])
