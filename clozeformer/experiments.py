@@ -1,11 +1,11 @@
 """`clozeformer experiment NAME`: one-command tests of BERT's claims, measured, whatever they show.
 
     pretrain-vs-scratch  the same fine-tuning recipe from a pretrained and from a random model
-    mlm-vs-clm           the same backbone and compute (minutes, or steps) pretrained
+    mlm-vs-clm           the same backbone and minutes (equal compute) pretrained
                          bidirectionally (`pretrain --objective mlm`) and left-to-right
                          (`--objective clm`), then identical `finetune` runs (the pooling
                          asked; by default [CLS] for MLM and the last real token for CLM)
-    mlm-vs-rtd           the same backbone and compute pretrained with the masked LM and with
+    mlm-vs-rtd           the same backbone and minutes pretrained with the masked LM and with
                          ELECTRA's replaced-token detection (`--objective electra`, the
                          generator that did best in EXPERIMENTS run 5: one layer at full
                          width, sharing the embeddings), then identical `finetune` runs
@@ -76,11 +76,18 @@ class ExperimentConfig:
     )
     model: str = field(default="mini", metadata=flag_help("architecture preset of the pretrained models"))
     budget_minutes: float = field(
-        default=10.0, metadata=flag_help("pretraining wall-clock minutes of the first variant; the others get its step count")
+        default=10.0,
+        metadata=flag_help(
+            "pretraining wall-clock minutes: of each arm for mlm-vs-clm and mlm-vs-rtd (equal compute); of the "
+            "first arm for nsp-ablation, whose second arm gets its step count"
+        ),
     )
     budget_steps: int | None = field(
         default=None,
-        metadata=flag_help("pretraining optimizer steps for every variant (replaces --budget-minutes; same on any machine)"),
+        metadata=flag_help(
+            "pretraining optimizer steps for every variant (replaces --budget-minutes; the same on any machine; "
+            "equal tokens, not equal compute, where the objectives' steps cost differently)"
+        ),
     )
     jobs: int = field(
         default=1,
@@ -545,7 +552,8 @@ def nsp_ablation_arms(cfg: ExperimentConfig, out: Path, given: list[Path]) -> Ar
 
 
 def mlm_vs_clm_arms(cfg: ExperimentConfig, out: Path, given: list[Path]) -> Arms:
-    """Equal compute: the same --budget-minutes (or --budget-steps) for both objectives."""
+    """Equal compute: the same --budget-minutes for both objectives (--budget-steps gives both the
+    same steps: equal tokens, not equal compute, since a CLM step costs more)."""
     arms = [
         ("pretrain mlm", run_pretraining, (cfg, out / "pretrain-mlm", "mlm", cfg.budget_steps)),
         ("pretrain clm", run_pretraining, (cfg, out / "pretrain-clm", "clm", cfg.budget_steps)),
@@ -560,8 +568,9 @@ RTD_GENERATOR = {"generator_fraction": 1.0, "generator_layers": 1}
 
 
 def mlm_vs_rtd_arms(cfg: ExperimentConfig, out: Path, given: list[Path]) -> Arms:
-    """Equal compute: the same --budget-minutes (or --budget-steps) for the masked LM and for
-    replaced-token detection, whose step also runs the generator."""
+    """Equal compute: the same --budget-minutes for the masked LM and for replaced-token detection
+    (--budget-steps gives both the same steps: equal tokens, not equal compute, since an ELECTRA
+    step also runs the generator)."""
     arms = [
         ("pretrain mlm", run_pretraining, (cfg, out / "pretrain-mlm", "mlm", cfg.budget_steps)),
         (
@@ -621,7 +630,9 @@ def results_markdown(cfg: ExperimentConfig, result: dict) -> str:
             if cfg.pretrained
             else f"pretraining budget {cfg.budget_steps} steps of {cfg.batch_size} sequences for every variant"
             if cfg.budget_steps
-            else f"pretraining budget {cfg.budget_minutes:g} min for the first variant (the others get its step count)"
+            else f"pretraining budget {cfg.budget_minutes:g} min for the first variant (the other gets its step count)"
+            if cfg.name == "nsp-ablation"
+            else f"pretraining budget {cfg.budget_minutes:g} min for every variant"
         )
         + f"; fine-tuning {cfg.finetune_epochs:g} epochs, <= {cfg.finetune_minutes:g} min per run, lr "
         f"{'finetune default' if cfg.finetune_lr is None else f'{cfg.finetune_lr:g}'}, dropout {dropout}, "
