@@ -551,16 +551,23 @@ def nsp_ablation_arms(cfg: ExperimentConfig, out: Path, given: list[Path]) -> Ar
     return {"mlm+nsp": a, "mlm": b}, {"mlm+nsp": pretraining_entry(a, sa), "mlm": pretraining_entry(b, sb)}, {}
 
 
-def mlm_vs_clm_arms(cfg: ExperimentConfig, out: Path, given: list[Path]) -> Arms:
-    """Equal compute: the same --budget-minutes for both objectives (--budget-steps gives both the
-    same steps: equal tokens, not equal compute, since a CLM step costs more)."""
-    arms = [
-        ("pretrain mlm", run_pretraining, (cfg, out / "pretrain-mlm", "mlm", cfg.budget_steps)),
-        ("pretrain clm", run_pretraining, (cfg, out / "pretrain-clm", "clm", cfg.budget_steps)),
+def equal_compute_arms(cfg: ExperimentConfig, out: Path, given: list[Path], arms: dict[str, tuple[str, str, dict]]) -> Arms:
+    """Two objectives with the same --budget-minutes each (equal compute; --budget-steps gives both
+    the same steps: equal tokens, not equal compute, when their steps cost differently), or the
+    --pretrained dirs. `arms`: variant name -> (run dir name, objective, objective options)."""
+    runs = [
+        (f"pretrain {objective}", functools.partial(run_pretraining, **options), (cfg, out / name, objective, cfg.budget_steps))
+        for name, objective, options in arms.values()
     ]
-    (m, sm), (c, sc) = [(d, reused_pretraining(d)) for d in given] if given else run_many(cfg, arms, out)
-    names = ("mlm (bidirectional)", "clm (left-to-right)")
-    return dict(zip(names, (m, c))), {names[0]: pretraining_entry(m, sm), names[1]: pretraining_entry(c, sc)}, {}
+    done = [(d, reused_pretraining(d)) for d in given] if given else run_many(cfg, runs, out)
+    names = list(arms)
+    return dict(zip(names, (d for d, _ in done))), {n: pretraining_entry(d, s) for n, (d, s) in zip(names, done)}, {}
+
+
+def mlm_vs_clm_arms(cfg: ExperimentConfig, out: Path, given: list[Path]) -> Arms:
+    """Bidirectional against left-to-right (a CLM step costs more: it scores every position)."""
+    arms = {"mlm (bidirectional)": ("pretrain-mlm", "mlm", {}), "clm (left-to-right)": ("pretrain-clm", "clm", {})}
+    return equal_compute_arms(cfg, out, given, arms)
 
 
 #: the ELECTRA generator of mlm-vs-rtd: run 5's better one (one layer, full width, shared embeddings)
@@ -568,20 +575,9 @@ RTD_GENERATOR = {"generator_fraction": 1.0, "generator_layers": 1}
 
 
 def mlm_vs_rtd_arms(cfg: ExperimentConfig, out: Path, given: list[Path]) -> Arms:
-    """Equal compute: the same --budget-minutes for the masked LM and for replaced-token detection
-    (--budget-steps gives both the same steps: equal tokens, not equal compute, since an ELECTRA
-    step also runs the generator)."""
-    arms = [
-        ("pretrain mlm", run_pretraining, (cfg, out / "pretrain-mlm", "mlm", cfg.budget_steps)),
-        (
-            "pretrain rtd",
-            functools.partial(run_pretraining, **RTD_GENERATOR),
-            (cfg, out / "pretrain-rtd", "electra", cfg.budget_steps),
-        ),
-    ]
-    (m, sm), (r, sr) = [(d, reused_pretraining(d)) for d in given] if given else run_many(cfg, arms, out)
-    names = ("mlm (masked LM)", "rtd (ELECTRA)")
-    return dict(zip(names, (m, r))), {names[0]: pretraining_entry(m, sm), names[1]: pretraining_entry(r, sr)}, {}
+    """The masked LM against replaced-token detection (an ELECTRA step also runs the generator)."""
+    arms = {"mlm (masked LM)": ("pretrain-mlm", "mlm", {}), "rtd (ELECTRA)": ("pretrain-rtd", "electra", RTD_GENERATOR)}
+    return equal_compute_arms(cfg, out, given, arms)
 
 
 def finetune_arms(cfg: ExperimentConfig, variants: dict, out: Path) -> dict[str, dict[str, list[float]]]:
