@@ -1,0 +1,87 @@
+"""Run 14's probe (docs/EXPERIMENTS.md): ModernBERT's changes on top of clozeformer's rotary encoder.
+
+Not part of the package: the changes lost at equal steps and equal time, so the model has no
+option for them. The script patches model.py's classes, then runs the CLI in the same process:
+
+    PROBE=preln,geglu python docs/experiments/run14_modern_probe.py pretrain ...   # pretrain's flags
+
+- preln: LayerNorm before attention and FFN (residual stream un-normalised), one final LayerNorm
+  after the last layer; the embedding LayerNorm stays (as in ModernBERT).
+- geglu: FFN = W_out(gelu(W_g x) * (W_in x)) with intermediate 2/3 of BERT's (rounded to 8): the
+  same parameters and FLOPs as the GELU FFN.
+"""
+
+import os
+import sys
+
+import torch.nn.functional as F
+from torch import nn
+
+from clozeformer import model as M
+
+PROBE = set(filter(None, os.environ.get("PROBE", "").split(",")))
+assert PROBE <= {"preln", "geglu"}, PROBE
+
+_ffn_init, _enc_init = M.FeedForward.__init__, M.Encoder.__init__
+_attn_forward = M.SelfAttention.forward
+
+
+def ffn_init(self, cfg):
+    _ffn_init(self, cfg)
+    if "geglu" in PROBE:
+        inner = 8 * round(cfg.intermediate_size * 2 / 3 / 8)
+        self.intermediate = nn.Linear(cfg.hidden_size, 2 * inner)
+        self.output = nn.Linear(inner, cfg.hidden_size)
+
+
+def ffn_forward(self, x):
+    inp = self.LayerNorm(x) if "preln" in PROBE else x
+    if "geglu" in PROBE:
+        a, g = self.intermediate(inp).chunk(2, dim=-1)
+        h = F.gelu(g) * a
+    else:
+        h = self.act(self.intermediate(inp))
+    out = x + self.dropout(self.output(h))
+    return out if "preln" in PROBE else self.LayerNorm(out)
+
+
+def attn_forward(self, x, mask, causal=False, rope=None):
+    if "preln" not in PROBE:
+        return _attn_forward(self, x, mask, causal, rope)
+    B, T, H = x.shape
+    NH = self.num_heads
+    h = self.LayerNorm(x)  # pre-LN: normalise the input, keep the residual stream as is
+
+    def heads(t):
+        return t.view(B, T, NH, H // NH).transpose(1, 2)
+
+    q, k, v = heads(self.query(h)), heads(self.key(h)), heads(self.value(h))
+    if rope is not None:
+        q, k = M.apply_rotary(q, *rope), M.apply_rotary(k, *rope)
+    ctx = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=self.attn_dropout if self.training else 0.0)
+    return x + self.dropout(self.dense(ctx.transpose(1, 2).reshape(B, T, H)))
+
+
+def enc_init(self, cfg):
+    _enc_init(self, cfg)
+    if "preln" in PROBE:
+        self.final_norm = nn.LayerNorm(cfg.hidden_size, eps=cfg.layer_norm_eps)
+
+
+_enc_forward = M.Encoder.forward
+
+
+def enc_forward(self, x, mask, causal=False):
+    x = _enc_forward(self, x, mask, causal)
+    return self.final_norm(x) if "preln" in PROBE else x
+
+
+M.FeedForward.__init__, M.FeedForward.forward = ffn_init, ffn_forward
+M.SelfAttention.forward = attn_forward
+M.Encoder.__init__, M.Encoder.forward = enc_init, enc_forward
+
+if __name__ == "__main__":
+    print("probe:", sorted(PROBE), file=sys.stderr)
+    from clozeformer.cli import main
+
+    sys.exit(main())
