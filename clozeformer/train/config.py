@@ -146,7 +146,9 @@ class PretrainConfig:
         default="auto",
         metadata=flag_help("auto: bf16 on CUDA with bf16 and on AMX CPUs, fp16 + GradScaler on older GPUs, else fp32"),
     )
-    compile: bool = field(default=False, metadata=flag_help("torch.compile the model"))
+    compile: bool = field(
+        default=False, metadata=flag_help("torch.compile the model (for GPUs; on CPU it measured slower for tiny, BENCHMARKS.md)")
+    )
     tf32: bool = field(default=True, metadata=flag_help("TF32 matmuls on Ampere+ GPUs"))
     fsdp: bool = field(default=False, metadata=flag_help("shard params/grads/optimizer with FSDP2 instead of DDP"))
     deterministic: bool = field(default=False, metadata=flag_help("torch.use_deterministic_algorithms"))
