@@ -14,7 +14,6 @@ package's training core (clozeformer.core) for the optimizer, schedule and updat
 from __future__ import annotations
 
 import argparse
-import csv
 import re
 import statistics
 
@@ -27,15 +26,15 @@ from clozeformer.core import Schedule, adamw, guarded_step, param_groups, seed_e
 from clozeformer.hf import load_pretrained
 from clozeformer.infer.embed import pool
 from clozeformer.model import BertModel
+from clozeformer.tasks.common import Problems
+from clozeformer.tasks.glue import GLUE_TASKS, read_glue
 from clozeformer.tokenizer import Tokenizer
 
 
 def read(path: str) -> tuple[list[str], list[str], np.ndarray]:
-    with open(path, encoding="utf-8", newline="") as f:
-        rows = list(csv.reader(f, delimiter="\t", quoting=csv.QUOTE_NONE))
-    h = rows[0]
-    a, b, s = (h.index(c) for c in ("sentence1", "sentence2", "score"))
-    return [r[a] for r in rows[1:]], [r[b] for r in rows[1:]], np.array([float(r[s]) for r in rows[1:]])
+    """An STS-B file through the package's GLUE reader: (sentences 1, sentences 2, scores)."""
+    examples = read_glue(GLUE_TASKS["stsb"], path, "train", Problems())
+    return [e.text_a for e in examples], [e.text_b for e in examples], np.array([float(e.label) for e in examples])
 
 
 def embed(model: BertModel, tok: Tokenizer, texts: list[str]) -> torch.Tensor:
