@@ -26,6 +26,7 @@ from clozeformer.core import Schedule, adamw, guarded_step, param_groups, seed_e
 from clozeformer.hf import load_pretrained
 from clozeformer.infer.embed import pool
 from clozeformer.model import BertModel
+from clozeformer.padding import pad_right
 from clozeformer.tasks.common import Problems
 from clozeformer.tasks.glue import GLUE_TASKS, read_glue
 from clozeformer.tokenizer import Tokenizer
@@ -40,9 +41,7 @@ def read(path: str) -> tuple[list[str], list[str], np.ndarray]:
 def embed(model: BertModel, tok: Tokenizer, texts: list[str]) -> torch.Tensor:
     """(N,) texts -> (N, H) mean-pooled states, one padded batch."""
     encs = tok.encode_batch(texts, max_length=128)
-    width = max(len(e.input_ids) for e in encs)
-    ids = torch.tensor([e.input_ids + [0] * (width - len(e.input_ids)) for e in encs])  # (N, T)
-    mask = torch.tensor([[1] * len(e.input_ids) + [0] * (width - len(e.input_ids)) for e in encs])  # (N, T)
+    ids, mask = (torch.from_numpy(a) for a in pad_right([e.input_ids for e in encs], tok.pad_token_id))  # (N, T) each
     return pool(model(ids, attention_mask=mask).last_hidden_state, mask, "mean")
 
 
