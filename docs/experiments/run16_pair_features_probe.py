@@ -31,6 +31,7 @@ import torch.nn.functional as F
 
 from clozeformer.core import Schedule, adamw, guarded_step, param_groups, seed_everything
 from clozeformer.hf import load_pretrained
+from clozeformer.infer.embed import pool
 from clozeformer.model import BertModel
 from clozeformer.padding import pad_right
 from clozeformer.tasks.common import Problems
@@ -65,13 +66,11 @@ class PairHead(nn.Module):
 
     def segment_means(self, ids, mask, types) -> tuple[torch.Tensor, torch.Tensor]:
         x = self.states(ids, mask, types)  # (B, T, H)
-        wa, wb = ((mask * (types == k)).to(x.dtype)[..., None] for k in (0, 1))  # (B, T, 1) each
-        return (x * wa).sum(1) / wa.sum(1).clamp(min=1), (x * wb).sum(1) / wb.sum(1).clamp(min=1)  # (B, H) x 2
+        return pool(x, mask * (types == 0), "mean"), pool(x, mask * (types == 1), "mean")  # (B, H) x 2
 
     def forward(self, ids: torch.Tensor, mask: torch.Tensor, types: torch.Tensor) -> torch.Tensor:
         if self.mode == "mean":
-            w = mask.to(torch.float32)[..., None]  # (B, T, 1)
-            f = (self.states(ids, mask, types) * w).sum(1) / w.sum(1)  # (B, H)
+            f = pool(self.states(ids, mask, types), mask, "mean")  # (B, H)
         else:
             u, v = self.segment_means(ids, mask, types)
             f = torch.cat([u, v, (u - v).abs(), u * v], -1)  # (B, 4H)
