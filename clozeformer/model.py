@@ -271,7 +271,8 @@ def init_weights(module: nn.Module, cfg: BertConfig) -> None:
                 nn.init.zeros_(m.bias)
         elif isinstance(m, nn.LayerNorm):
             nn.init.ones_(m.weight)
-            nn.init.zeros_(m.bias)
+            if m.bias is not None:
+                nn.init.zeros_(m.bias)
         elif isinstance(m, MLMHead):
             nn.init.zeros_(m.bias)
     # Embeddings last: the MLM decoder shares the word-embedding matrix, and the padding row

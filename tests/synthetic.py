@@ -1,10 +1,15 @@
 """Shared test helpers: generated text for the training tests (a tiny grammar, seeded, blank line
-between documents), command lines, and tiny saved models."""
+between documents), command lines, tiny saved models, and running the repository's scripts."""
 
 from __future__ import annotations
 
+import os
 import random
+import subprocess
+import sys
 from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
 
 SUBJECTS = ["the cat", "a dog", "my friend", "the old man", "a small bird", "the teacher", "the king"]
 VERBS = ["sees", "likes", "finds", "wants", "takes", "hears", "paints", "follows"]
@@ -84,3 +89,18 @@ def make_data_dir(root: Path, n_docs: int = 300, fixed_vocab: bool = False) -> P
     else:
         train_tokenizer(root / "corpus.txt", root / "tok")
     return prepare_data(root / "corpus.txt", root / "tok", root / "data")
+
+
+def run_script(script: Path, *args: str, env: dict | None = None, expect: int = 0) -> str:
+    """Run one of the repository's scripts (benchmarks/, docs/experiments/) on one thread with the
+    package importable from the checkout; assert its exit code; return stdout + stderr."""
+    r = subprocess.run(
+        [sys.executable, str(script), *args],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env={**os.environ, "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1", **(env or {})},
+        cwd=REPO,
+    )
+    assert r.returncode == expect, f"{script.name}: exit {r.returncode}\n{r.stdout[-2000:]}\n{r.stderr[-3000:]}"
+    return r.stdout + r.stderr

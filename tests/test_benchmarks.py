@@ -6,37 +6,23 @@ its layout (`mini_shared`), built from the synthetic corpus and the test fixture
 from __future__ import annotations
 
 import json
-import os
 import random
 import shutil
-import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 import torch
-from synthetic import make_data_dir, write_corpus
+from synthetic import REPO, make_data_dir, run_script, write_corpus
 
-REPO = Path(__file__).resolve().parents[1]
 FIXTURES = Path(__file__).parent / "fixtures"
 
 pytestmark = pytest.mark.e2e
 
 
 def run_bench(name: str, *args: str, shared: Path | None = None, expect: int = 0) -> str:
-    env = {**os.environ, "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1"}
-    if shared is not None:
-        env["CLOZEFORMER_SHARED_DATA"] = str(shared)
-    r = subprocess.run(
-        [sys.executable, str(REPO / "benchmarks" / f"{name}.py"), *args],
-        capture_output=True,
-        text=True,
-        timeout=600,
-        env=env,
-        cwd=REPO,
-    )
-    assert r.returncode == expect, f"{name}: exit {r.returncode}\n{r.stdout[-2000:]}\n{r.stderr[-3000:]}"
-    return r.stdout + r.stderr
+    env = {} if shared is None else {"CLOZEFORMER_SHARED_DATA": str(shared)}
+    return run_script(REPO / "benchmarks" / f"{name}.py", *args, env=env, expect=expect)
 
 
 @pytest.fixture(scope="module")

@@ -6,35 +6,22 @@ that each script prints its result lines with well-formed scores."""
 from __future__ import annotations
 
 import math
-import os
 import re
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 from safetensors import safe_open
-from synthetic import make_data_dir, save_tiny
+from synthetic import REPO, make_data_dir, run_script, save_tiny
 
 from clozeformer.model import BertModel
 
-REPO = Path(__file__).resolve().parents[1]
 GLUE = Path(__file__).parent / "fixtures" / "task_glue"
 
 pytestmark = pytest.mark.e2e
 
 
 def run_probe(name: str, *args: str, env: dict | None = None) -> str:
-    r = subprocess.run(
-        [sys.executable, str(REPO / "docs" / "experiments" / name), *args],
-        capture_output=True,
-        text=True,
-        timeout=600,
-        env={**os.environ, "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1", **(env or {})},
-        cwd=REPO,
-    )
-    assert r.returncode == 0, f"{name}: exit {r.returncode}\n{r.stdout[-2000:]}\n{r.stderr[-3000:]}"
-    return r.stdout + r.stderr
+    return run_script(REPO / "docs" / "experiments" / name, *args, env=env)
 
 
 @pytest.fixture(scope="module")
@@ -42,15 +29,21 @@ def model_dir(tmp_path_factory, infer_tok) -> Path:
     return save_tiny(BertModel, infer_tok, tmp_path_factory.mktemp("probe") / "tiny", position_embedding_type="rotary")
 
 
-def test_run14_modern_probe_pretrains_the_patched_encoder(tmp_path):
+@pytest.mark.parametrize("probe", ["preln,geglu", "nobias"])
+def test_run14_modern_probe_pretrains_the_patched_encoder(tmp_path, probe):
     data = make_data_dir(tmp_path, n_docs=120, fixed_vocab=True)
     out = tmp_path / "run"
     flags = ["--data", str(data), "--model", "tiny", "--out", str(out), "--max-steps", "3", "--batch-size", "4", "--no-progress"]
-    log = run_probe("run14_modern_probe.py", "pretrain", *flags, "--report-to", "none", env={"PROBE": "preln,geglu"})
-    assert "probe: ['geglu', 'preln']" in log
+    log = run_probe("run14_modern_probe.py", "pretrain", *flags, "--report-to", "none", env={"PROBE": probe})
+    assert f"probe: {sorted(probe.split(','))}" in log
     with safe_open(str(next(out.glob("checkpoints/step-*")) / "model.safetensors"), "pt") as f:
         keys = list(f.keys())
-    assert any("final_norm" in k for k in keys), "pre-LN's final LayerNorm is not in the checkpoint"
+    biases = [k for k in keys if k.endswith(".bias")]
+    if probe == "nobias":  # only the MLM decoder's output bias is left
+        assert len(biases) == 1 and "predictions" in biases[0], biases
+    else:
+        assert any("final_norm" in k for k in keys), "pre-LN's final LayerNorm is not in the checkpoint"
+        assert len(biases) > 10
 
 
 def test_run15_biencoder_probe_prints_baseline_and_scores(model_dir):

@@ -1,14 +1,16 @@
-"""Run 14's probe (docs/EXPERIMENTS.md): ModernBERT's changes on top of clozeformer's rotary encoder.
+"""Runs 14 and 17's probe (docs/EXPERIMENTS.md): ModernBERT's changes on top of clozeformer's rotary encoder.
 
 Not part of the package: the changes lost at equal steps and equal time, so the model has no
 option for them. The script patches model.py's classes, then runs the CLI in the same process:
 
-    PROBE=preln,geglu python docs/experiments/run14_modern_probe.py pretrain ...   # pretrain's flags
+    PROBE=preln,geglu,nobias python docs/experiments/run14_modern_probe.py pretrain ...   # pretrain's flags
 
 - preln: LayerNorm before attention and FFN (residual stream un-normalised), one final LayerNorm
   after the last layer; the embedding LayerNorm stays (as in ModernBERT).
 - geglu: FFN = W_out(gelu(W_g x) * (W_in x)) with intermediate 2/3 of BERT's (rounded to 8): the
   same parameters and FLOPs as the GELU FFN.
+- nobias: no biases in the encoder's and the MLM head's linear layers and LayerNorms; the MLM
+  decoder keeps its output bias (as in ModernBERT).
 """
 
 import os
@@ -20,7 +22,7 @@ from torch import nn
 from clozeformer import model as M
 
 PROBE = set(filter(None, os.environ.get("PROBE", "").split(",")))
-assert PROBE <= {"preln", "geglu"}, PROBE
+assert PROBE <= {"preln", "geglu", "nobias"}, PROBE
 
 _ffn_init, _enc_init = M.FeedForward.__init__, M.Encoder.__init__
 _attn_forward = M.SelfAttention.forward
@@ -76,9 +78,32 @@ def enc_forward(self, x, mask, causal=False):
     return self.final_norm(x) if "preln" in PROBE else x
 
 
+def without_biases(module: nn.Module) -> None:
+    """Swap every Linear and LayerNorm directly under `module` for a bias-free one of the same shape."""
+    for name, child in list(module.named_children()):
+        if isinstance(child, nn.Linear) and child.bias is not None:
+            setattr(module, name, nn.Linear(child.in_features, child.out_features, bias=False))
+        elif isinstance(child, nn.LayerNorm) and child.bias is not None:
+            setattr(module, name, nn.LayerNorm(child.normalized_shape, eps=child.eps, bias=False))
+
+
+def nobias_after(cls) -> None:
+    init = cls.__init__
+
+    def patched(self, *args, **kwargs):
+        init(self, *args, **kwargs)
+        if "nobias" in PROBE:
+            without_biases(self)
+
+    cls.__init__ = patched
+
+
 M.FeedForward.__init__, M.FeedForward.forward = ffn_init, ffn_forward
 M.SelfAttention.forward = attn_forward
 M.Encoder.__init__, M.Encoder.forward = enc_init, enc_forward
+# after the FFN patch, so that GeGLU's layers lose their biases too
+for cls in (M.Embeddings, M.SelfAttention, M.FeedForward, M.Encoder, M.MLMHead):
+    nobias_after(cls)
 
 if __name__ == "__main__":
     print("probe:", sorted(PROBE), file=sys.stderr)
