@@ -12,7 +12,7 @@ from clozeformer.core import Schedule, param_groups
 from clozeformer.errors import ClozeformerError
 from clozeformer.model import BertForMaskedLM
 from clozeformer.train.config import PretrainConfig
-from clozeformer.train.optim import TIME_ESTIMATE_MIN_STEPS, Budget, Lamb, build_optimizer, optimizer_kernel
+from clozeformer.train.optim import TIME_ESTIMATE_MIN_STEPS, Budget, Lamb, build_optimizer, micro_batches_at, optimizer_kernel
 
 
 def tiny_model(seed: int = 0) -> BertForMaskedLM:
@@ -148,6 +148,16 @@ def test_budget_horizons():
     assert t.horizon(10, 600.0) == 10  # over budget: the horizon is where we are
     assert t.done(1, 0, 60.0) and not t.done(1, 0, 59.9)
     assert Budget(None, 1000, None, 64).done(16, 1024, 0.0)
+
+
+def test_batch_ramp_micro_batches_and_token_horizon():
+    assert [micro_batches_at(i, 4, 6) for i in range(8)] == [1, 1, 2, 2, 3, 3, 4, 4]  # 1 + 3i // 6
+    assert [micro_batches_at(i, 4, 0) for i in range(3)] == [4, 4, 4]  # no ramp
+    b = Budget(None, 1000, None, 64, grad_accum=4, ramp_steps=6)  # 16 tokens per micro-batch
+    assert [b.tokens_in(i) for i in range(7)] == [16, 16, 32, 32, 48, 48, 64]
+    assert b.steps_for_tokens(100) == 5  # 16 + 16 + 32 + 32 = 96 < 100 <= 144
+    assert b.horizon(0, 0.0) == 6 + 13  # 192 tokens in the ramp, then ceil(808 / 64)
+    assert Budget(None, 1000, None, 64, grad_accum=4).horizon(0, 0.0) == 16  # without a ramp: ceil(1000 / 64)
 
 
 def test_finetune_and_pretrain_share_one_warmup_convention():

@@ -177,6 +177,26 @@ def test_grad_accum_matches_one_big_batch(data, tmp_path):
     assert len(set(runs["big"])) == 5  # the weights really moved between steps
 
 
+def test_batch_ramp_grows_the_batch_counts_its_tokens_and_resumes_exactly(data, tmp_path):
+    """--batch-ramp-steps 6 with 3 x 4 sequences: steps 1-3 take one micro-batch, 4-6 two, then three.
+    Its first step is a plain 4-sequence step; a run stopped and resumed mid-ramp is the same run."""
+    ramp = dict(batch_size=4, grad_accum=3, batch_ramp_steps=6, schedule="constant", warmup_steps=0, dropout=0.0)
+    pretrain(cfg_for(data["packed"], tmp_path / "full", max_steps=10, **ramp))
+    full = train_records(tmp_path / "full")
+    per_step = [b["tokens"] - a["tokens"] for a, b in zip([{"tokens": 0}] + full, full)]
+    assert per_step == [128, 128, 128, 256, 256, 256, 384, 384, 384, 384]  # x 4 sequences x 32 tokens
+    pretrain(cfg_for(data["packed"], tmp_path / "plain", max_steps=1, batch_size=4, schedule="constant", dropout=0.0))
+    assert train_records(tmp_path / "plain")[0]["loss"] == pytest.approx(full[0]["loss"], rel=1e-6)
+    pretrain(cfg_for(data["packed"], tmp_path / "split", max_steps=5, **ramp))
+    pretrain(cfg_for(data["packed"], tmp_path / "split", max_steps=10, **ramp))
+    assert [r["loss"] for r in train_records(tmp_path / "split")] == [r["loss"] for r in full]
+    # a token budget counts the ramp's smaller steps: 6 steps hold 1,152 tokens, 7 hold 1,536
+    summary = pretrain(cfg_for(data["packed"], tmp_path / "tokens", max_tokens=1500, **ramp))
+    assert (summary["step"], summary["tokens"]) == (7, 1536)
+    with pytest.raises(ClozeformerError, match="--grad-accum >= 2"):
+        cfg_for(data["packed"], tmp_path / "bad", max_steps=2, batch_ramp_steps=5)
+
+
 # ----------------------------------------------------------------------------- user errors
 
 

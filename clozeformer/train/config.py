@@ -115,6 +115,13 @@ class PretrainConfig:
     # ------------------------------------------------------------------ batch
     batch_size: int = field(default=32, metadata=flag_help("micro-batch per process"))
     grad_accum: int = field(default=1, metadata=flag_help("micro-batches per optimizer step"))
+    batch_ramp_steps: int = field(
+        default=0,
+        metadata=flag_help(
+            "batch ramp (Cramming): over the first N steps the batch grows linearly from 1 to --grad-accum "
+            "micro-batches (0 = off)"
+        ),
+    )
     # ------------------------------------------------------------------ optimizer and schedule
     optimizer: Literal["adamw", "lamb"] = field(
         default="adamw", metadata=flag_help("adamw (default) or lamb (layer-wise trust ratio, for large batches)")
@@ -203,9 +210,11 @@ class PretrainConfig:
         for name in ("batch_size", "grad_accum", "log_every", "keep_last", "max_bad_steps"):
             if getattr(self, name) < 1:
                 raise bad(f"--{name.replace('_', '-')} must be >= 1, got {getattr(self, name)}")
-        for name in ("eval_every", "save_every", "warmup_steps"):
+        for name in ("eval_every", "save_every", "warmup_steps", "batch_ramp_steps"):
             if getattr(self, name) < 0:
                 raise bad(f"--{name.replace('_', '-')} must be >= 0, got {getattr(self, name)}")
+        if self.batch_ramp_steps and self.grad_accum < 2:
+            raise bad("--batch-ramp-steps grows the micro-batches per step up to --grad-accum; set --grad-accum >= 2")
         if self.lr <= 0:
             raise bad(f"--lr must be positive, got {self.lr}")
         if not 0.0 < self.mlm_probability < 1.0:

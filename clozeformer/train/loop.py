@@ -1,11 +1,12 @@
 """The pretraining loop: `pretrain(cfg)`, single process or under torchrun.
 
 One optimizer step = grad_accum micro-batches on every rank (global batch = batch_size x
-grad_accum x world_size). The loss is the mean over ALL masked tokens of the global batch
-(and over all NSP pairs), not a mean of per-micro-batch means: each micro-batch's mean is
-weighted by its share of the globally counted masked tokens, and multiplied by world_size
-to undo DDP's / FSDP's gradient averaging. So 1 process with batch 2b and 2 processes with
-batch b follow the same trajectory (tests/test_distributed.py).
+grad_accum x world_size); during a batch ramp (--batch-ramp-steps) fewer, as `micro_batches_at`
+says. The loss is the mean over ALL masked tokens of the global batch (and over all NSP pairs),
+not a mean of per-micro-batch means: each micro-batch's mean is weighted by its share of the
+globally counted masked tokens, and multiplied by world_size to undo DDP's / FSDP's gradient
+averaging. So 1 process with batch 2b and 2 processes with batch b follow the same trajectory
+(tests/test_distributed.py).
 
 A step whose global loss or gradient norm is NaN/Inf makes no update (counted; K in a row
 stop the run). Checkpoints: every --save-every steps / --save-every-minutes, at the end, and
@@ -43,7 +44,7 @@ from clozeformer.train.build import build_model
 from clozeformer.train.checkpoint import preserve_rng
 from clozeformer.train.config import PretrainConfig
 from clozeformer.train.metrics import MetricsLog
-from clozeformer.train.optim import Budget, build_optimizer, optimizer_kernel
+from clozeformer.train.optim import Budget, build_optimizer, micro_batches_at, optimizer_kernel
 
 #: config fields that may change between a run and its resumption without affecting exactness
 RESUME_FREE_FIELDS = {
@@ -255,10 +256,11 @@ class Trainer:
             f"data: {self.data_dir} ({self.manifest.mode}, seq_len {self.manifest.seq_len}, "
             f"{self.manifest.num_train:,} train / {self.manifest.num_val:,} val sequences)"
         )
+        ramp = f" (ramped up from 1 micro-batch over the first {cfg.batch_ramp_steps} steps)" if cfg.batch_ramp_steps else ""
         print(
             f"batch: {cfg.batch_size} x {cfg.grad_accum} accum x {info.world_size} processes = "
             f"{cfg.batch_size * cfg.grad_accum * info.world_size} sequences, "
-            f"{self.tokens_per_step:,} tokens/step"
+            f"{self.tokens_per_step:,} tokens/step{ramp}"
         )
         print(
             f"device: {info.device}, precision {self.precision.name}, optimizer {cfg.optimizer} "
@@ -504,7 +506,8 @@ class Trainer:
         cfg, info, st = self.cfg, self.info, self.state
         if info.is_main:
             self._banner()
-        budget = Budget(cfg.max_steps, cfg.max_tokens, cfg.max_time * 60 if cfg.max_time else None, self.tokens_per_step)
+        max_time_s = cfg.max_time * 60 if cfg.max_time else None
+        budget = Budget(cfg.max_steps, cfg.max_tokens, max_time_s, self.tokens_per_step, cfg.grad_accum, cfg.batch_ramp_steps)
         resume_step = st.step if self.ckpt else None
         self.log = MetricsLog(self.run_dir, info.is_main, resume_step, self._trackers(resume_step))
         handlers = {}
@@ -558,13 +561,14 @@ class Trainer:
         """`train_step` on the next micro-batches, then the run state, log and bar; returns (micro, result, record)."""
         cfg, st = self.cfg, self.state
         t0 = time.monotonic()
-        micro = [next(it) for _ in range(cfg.grad_accum)]
+        micro = [next(it) for _ in range(micro_batches_at(st.step, cfg.grad_accum, cfg.batch_ramp_steps))]
+        step_tokens = budget.tokens_in(st.step)
         # every rank uses rank 0's clock (carried by the step's all-reduce): same decisions
         now = clock[1] + time.monotonic() - clock[0]
         save_due = bool(cfg.save_every_minutes) and now - st.last_save_s >= 60 * cfg.save_every_minutes
         out = self.train_step(micro, now, sched, budget, save_due)
         st.step += 1
-        st.tokens += self.tokens_per_step
+        st.tokens += step_tokens
         st.elapsed_s = out.elapsed_s
         st.bad_total += out.record["skipped"]
         st.bad_streak = st.bad_streak + 1 if out.record["skipped"] else 0
@@ -574,7 +578,7 @@ class Trainer:
             **out.record,
             "tokens": st.tokens,
             "elapsed_s": round(st.elapsed_s, 3),
-            "tokens_per_s": self.tokens_per_step / max(time.monotonic() - t0, 1e-9),
+            "tokens_per_s": step_tokens / max(time.monotonic() - t0, 1e-9),
             "bad_steps": st.bad_total,
         }
         if st.step % cfg.log_every == 0 or out.record["skipped"]:
@@ -626,7 +630,8 @@ class Trainer:
             "pretraining data": f"{cfg.data} ({m.train_tokens:,} training tokens, sequences of {m.seq_len}, "
             f"vocabulary {m.vocab_size:,})",
             "trained": f"{st.step:,} steps, {st.tokens:,} tokens, {st.elapsed_s / 60:.1f} minutes",
-            "recipe": f"lr {cfg.lr:g}, {cfg.warmup_steps} warmup steps, batch {cfg.batch_size} x {cfg.grad_accum} accumulation",
+            "recipe": f"lr {cfg.lr:g}, {cfg.warmup_steps} warmup steps, batch {cfg.batch_size} x {cfg.grad_accum} accumulation"
+            + (f" (ramped over {cfg.batch_ramp_steps} steps)" if cfg.batch_ramp_steps else ""),
             f"validation at step {getattr(self, 'last_val', {}).get('step')}": val or None,
         }
         return card.render(

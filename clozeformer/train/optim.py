@@ -8,6 +8,8 @@
   64k-sequence batches trainable (You et al. 2020, https://arxiv.org/abs/1904.00962, Alg. 2).
 * `Budget`: the schedule's horizon (`clozeformer.core.Schedule`) set by a step, token or
   wall-clock budget.
+* `micro_batches_at`: the batch ramp (Cramming, Geiping & Goldstein 2023,
+  https://arxiv.org/abs/2212.14034): how many micro-batches an optimizer step takes.
 """
 
 from __future__ import annotations
@@ -101,6 +103,15 @@ def optimizer_kernel(opt: torch.optim.Optimizer) -> str:
 # ----------------------------------------------------------------------------- budgets
 
 
+def micro_batches_at(step: int, grad_accum: int, ramp_steps: int) -> int:
+    """Micro-batches in optimizer step `step` (0-based): `grad_accum`, except during a batch ramp of
+    `ramp_steps` steps, where it rises linearly from 1 (step 0) towards `grad_accum` (step ramp_steps).
+    A function of the step alone, so a resumed run takes the same batches as an uninterrupted one."""
+    if step >= ramp_steps:
+        return grad_accum
+    return 1 + (grad_accum - 1) * step // ramp_steps
+
+
 #: updates measured before a wall-clock budget is turned into a step horizon
 TIME_ESTIMATE_MIN_STEPS = 3
 
@@ -109,25 +120,40 @@ TIME_ESTIMATE_MIN_STEPS = 3
 class Budget:
     """When to stop, and the schedule's horizon in steps.
 
-    Steps and tokens give a fixed horizon (tokens / tokens_per_step, rounded up). A wall-clock
+    Steps and tokens give a fixed horizon (the steps that train on max_tokens positions, with a
+    batch ramp's smaller steps counted as such). A wall-clock
     budget is turned into steps from the measured pace: after `steps_done` updates in
     `elapsed_s` seconds (evaluations and checkpoint writes included), the horizon is
     ceil(steps_done * max_time_s / elapsed_s), re-estimated before every update. Linear decay
     therefore follows elapsed / budget and reaches its floor when the clock runs out. The
-    smallest horizon of all given budgets wins.
+    smallest horizon of all given budgets wins. `tokens_per_step` is a full step's (grad_accum
+    micro-batches); during a ramp of `ramp_steps` steps they are fewer (`tokens_in`).
     """
 
     max_steps: int | None
     max_tokens: int | None
     max_time_s: float | None
     tokens_per_step: int
+    grad_accum: int = 1
+    ramp_steps: int = 0
+
+    def tokens_in(self, step: int) -> int:
+        """Token positions of the `step`-th update (0-based)."""
+        return self.tokens_per_step // self.grad_accum * micro_batches_at(step, self.grad_accum, self.ramp_steps)
+
+    def steps_for_tokens(self, tokens: int) -> int:
+        """Updates that train on at least `tokens` positions."""
+        steps, seen = 0, 0
+        while steps < self.ramp_steps and seen < tokens:
+            seen, steps = seen + self.tokens_in(steps), steps + 1
+        return steps + max(0, math.ceil((tokens - seen) / self.tokens_per_step))
 
     def horizon(self, steps_done: int, elapsed_s: float) -> int | None:
         candidates = []
         if self.max_steps is not None:
             candidates.append(self.max_steps)
         if self.max_tokens is not None:
-            candidates.append(math.ceil(self.max_tokens / self.tokens_per_step))
+            candidates.append(self.steps_for_tokens(self.max_tokens))
         if self.max_time_s is not None and steps_done >= TIME_ESTIMATE_MIN_STEPS and elapsed_s > 0:
             candidates.append(max(steps_done, math.ceil(steps_done * self.max_time_s / elapsed_s)))
         return min(candidates) if candidates else None
