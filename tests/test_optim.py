@@ -158,6 +158,10 @@ def test_batch_ramp_micro_batches_and_token_horizon():
     assert b.steps_for_tokens(100) == 5  # 16 + 16 + 32 + 32 = 96 < 100 <= 144
     assert b.horizon(0, 0.0) == 6 + 13  # 192 tokens in the ramp, then ceil(808 / 64)
     assert Budget(None, 1000, None, 64, grad_accum=4).horizon(0, 0.0) == 16  # without a ramp: ceil(1000 / 64)
+    # a time budget projects tokens, not steps: 4 ramp steps (96 tokens) in 6 s of 60 -> 960 tokens
+    t = Budget(None, None, 60.0, 64, grad_accum=4, ramp_steps=6)
+    assert t.tokens_before(4) == 96 and t.tokens_before(8) == 192 + 2 * 64
+    assert t.horizon(4, 6.0) == 6 + 12  # 192 in the ramp, then ceil(768 / 64); counting steps would say 40
 
 
 def test_finetune_and_pretrain_share_one_warmup_convention():

@@ -121,10 +121,11 @@ class Budget:
     """When to stop, and the schedule's horizon in steps.
 
     Steps and tokens give a fixed horizon (the steps that train on max_tokens positions, with a
-    batch ramp's smaller steps counted as such). A wall-clock
-    budget is turned into steps from the measured pace: after `steps_done` updates in
-    `elapsed_s` seconds (evaluations and checkpoint writes included), the horizon is
-    ceil(steps_done * max_time_s / elapsed_s), re-estimated before every update. Linear decay
+    batch ramp's smaller steps counted as such). A wall-clock budget is turned into steps from
+    the measured pace in tokens: after `steps_done` updates in `elapsed_s` seconds (evaluations
+    and checkpoint writes included), the horizon is the steps that train on
+    tokens_before(steps_done) * max_time_s / elapsed_s positions (without a ramp:
+    ceil(steps_done * max_time_s / elapsed_s)), re-estimated before every update. Linear decay
     therefore follows elapsed / budget and reaches its floor when the clock runs out. The
     smallest horizon of all given budgets wins. `tokens_per_step` is a full step's (grad_accum
     micro-batches); during a ramp of `ramp_steps` steps they are fewer (`tokens_in`).
@@ -141,6 +142,11 @@ class Budget:
         """Token positions of the `step`-th update (0-based)."""
         return self.tokens_per_step // self.grad_accum * micro_batches_at(step, self.grad_accum, self.ramp_steps)
 
+    def tokens_before(self, steps: int) -> int:
+        """Token positions of the first `steps` updates."""
+        ramp = min(steps, self.ramp_steps)
+        return sum(self.tokens_in(i) for i in range(ramp)) + (steps - ramp) * self.tokens_per_step
+
     def steps_for_tokens(self, tokens: int) -> int:
         """Updates that train on at least `tokens` positions."""
         steps, seen = 0, 0
@@ -155,7 +161,8 @@ class Budget:
         if self.max_tokens is not None:
             candidates.append(self.steps_for_tokens(self.max_tokens))
         if self.max_time_s is not None and steps_done >= TIME_ESTIMATE_MIN_STEPS and elapsed_s > 0:
-            candidates.append(max(steps_done, math.ceil(steps_done * self.max_time_s / elapsed_s)))
+            pace = self.tokens_before(steps_done) * self.max_time_s / elapsed_s  # tokens the budget allows
+            candidates.append(max(steps_done, self.steps_for_tokens(math.ceil(pace))))
         return min(candidates) if candidates else None
 
     def done(self, steps_done: int, tokens: int, elapsed_s: float) -> bool:
