@@ -56,7 +56,7 @@ def test_bounded_heap_gives_freed_memory_back():
     applied, returned_mb = run_child("default")
     assert not applied and returned_mb < 20  # glibc keeps the holes resident
     applied, returned_mb = run_child("bounded")
-    assert applied and returned_mb > 150  # of the 180 MB freed
+    assert applied and returned_mb > 100  # of the 180 MB freed (148-180 seen; without the trim < 20)
 
 
 def test_bounded_heap_leaves_an_allocator_the_user_chose_alone():
