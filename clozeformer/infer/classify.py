@@ -23,9 +23,10 @@ from clozeformer.infer.pipelines import Example, InputError, Pipeline, Window, c
 from clozeformer.infer.runners import Batch, label_names
 
 
-def split_pair(index: int, item: Any) -> tuple[str, str | None]:
+def split_pair(index: int, item: Any) -> str | tuple[str, str]:
+    """A text, or a (text, text_pair) tuple, of one classify input."""
     if isinstance(item, str):
-        return check_text(index, item), None
+        return check_text(index, item)
     if isinstance(item, tuple) and len(item) == 2:
         a, b = item
     elif isinstance(item, dict):
@@ -34,7 +35,7 @@ def split_pair(index: int, item: Any) -> tuple[str, str | None]:
         a, b = item["text"], item.get("text_pair")
     else:
         raise InputError(index, f"expected a text, a (text, text_pair) tuple or a dict, got {type(item).__name__}")
-    return check_text(index, a), (None if b is None else check_text(index, b, "text_pair"))
+    return check_text(index, a) if b is None else (check_text(index, a), check_text(index, b, "text_pair"))
 
 
 class ClassifyPipeline(Pipeline):
@@ -52,12 +53,10 @@ class ClassifyPipeline(Pipeline):
         self.labels = label_names(cfg)
 
     def preprocess(self, items: Sequence[Any]) -> list[Example]:
-        pairs = [split_pair(i, item) for i, item in enumerate(items)]
-        clipped = [(self.clip_chars(i, a), None if b is None else self.clip_chars(i, b)) for i, (a, b) in enumerate(pairs)]
-        encs = self.backend.encode_batch([a[0] if b is None else (a[0], b[0]) for a, b in clipped])
+        encoded = self.encode([split_pair(i, item) for i, item in enumerate(items)])
         return [
-            Example([Window(enc.ids, enc.type_ids)], {"truncated": self.check_length(i, enc) or a[1] or bool(b and b[1])})
-            for i, (enc, (a, b)) in enumerate(zip(encs, clipped))
+            Example([Window(enc.ids, enc.type_ids)], {"truncated": self.check_length(i, enc) or cut})
+            for i, (enc, cut) in enumerate(encoded)
         ]
 
     def forward(self, batch: Batch, windows: list[Window]) -> list[Any]:
@@ -123,8 +122,7 @@ def main(args: argparse.Namespace) -> int:
         if cfg.pair is not None:
             return (line, cfg.pair)
         if "\t" in line and cfg.input:  # a TAB in a file line separates the pair
-            a, b = line.split("\t", 1)
-            return (a, b)
+            return tuple(line.split("\t", 1))
         return line
 
     return cli.predict_main("classify", cfg, {}, _as_text, _from_fields, text_line)

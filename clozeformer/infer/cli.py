@@ -17,6 +17,7 @@ import json
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any, Literal
 
@@ -134,31 +135,27 @@ def read_records(
     source)` does the same for an argument or a plain-text line (by default: the `text` field,
     the line itself). A JSONL `id` is echoed back.
     """
-    if not cfg.input:
-        if cfg.inputs:
-            values = [text_line(t, f"argument {i + 1}") for i, t in enumerate(cfg.inputs)]
-            return [Record(f"argument {i + 1}", v, echo_of(v)) for i, v in enumerate(values)]
-        if sys.stdin.isatty():
+    if cfg.inputs and not cfg.input:
+        lines, fmt = [(f"argument {i + 1}", t) for i, t in enumerate(cfg.inputs)], "text"
+    else:
+        if not cfg.input and sys.stdin.isatty():
             raise ClozeformerError("no inputs: give text as arguments or --input FILE ('-' for stdin)")
-        cfg.input = "-"
-    name = "<stdin>" if cfg.input == "-" else cfg.input
-    lines = [(n, s) for n, s in read_numbered_lines(cfg.input) if s.strip()]
-    fmt = cfg.format
-    if fmt == "auto":
-        fmt = "jsonl" if name.endswith(".jsonl") or (lines and lines[0][1].lstrip().startswith("{")) else "text"
+        cfg.input = cfg.input or "-"
+        name = "<stdin>" if cfg.input == "-" else cfg.input
+        lines = [(f"{name}:{n}", s) for n, s in read_numbered_lines(cfg.input) if s.strip()]
+        if not lines:
+            raise ClozeformerError(f"{name}: no inputs (the file is empty)")
+        fmt = cfg.format
+        if fmt == "auto":
+            fmt = "jsonl" if name.endswith(".jsonl") or lines[0][1].lstrip().startswith("{") else "text"
     records = []
-    for n, line in lines:
-        source = f"{name}:{n}"
+    for source, line in lines:
         if fmt == "text":
-            value = text_line(line, source)
-            records.append(Record(source, value, echo_of(value)))
-            continue
-        obj = json_object(line, source)
-        value = from_fields(obj, source)
-        echo = ({"id": obj["id"]} if "id" in obj else {}) | echo_of(value)
-        records.append(Record(source, value, echo))
-    if not records:
-        raise ClozeformerError(f"{name}: no inputs (the file is empty)")
+            value, echo = text_line(line, source), {}
+        else:
+            obj = json_object(line, source)
+            value, echo = from_fields(obj, source), ({"id": obj["id"]} if "id" in obj else {})
+        records.append(Record(source, value, echo | echo_of(value)))
     return records
 
 
@@ -171,24 +168,14 @@ def require_field(obj: dict, key: str, source: str) -> str:
     return value
 
 
-def run_predictions(pipe, records: list[Record], progress: bool) -> list[Any]:
-    """JSON-ready results of `pipe` over all records; a bad input is reported by its file and line."""
+def run_predictions(records: list[Record], run: Callable[[list], Any]) -> Any:
+    """`run(values)` over all records' values; a bad input is reported by its file and line."""
     from clozeformer.infer.pipelines import InputError
 
     try:
-        return [pipe.to_json(r) for r in pipe([r.value for r in records], progress=progress)]
+        return run([r.value for r in records])
     except InputError as e:
         raise ClozeformerError(f"{records[e.index].source}: {e.reason}") from None
-
-
-def write_results(cfg: PipelineConfig, records: list[Record], results: list[Any], as_text: Callable[[Record, Any], str]) -> None:
-    if cfg.json:
-        lines = [json.dumps({**r.echo, **res}, ensure_ascii=False) for r, res in zip(records, results)]
-    else:
-        lines = [as_text(r, res) for r, res in zip(records, results)]
-    write_lines(cfg, lines)
-    if cfg.output:
-        print(f"wrote {len(results)} results to {cfg.output}", file=sys.stderr)
 
 
 def write_lines(cfg: PipelineConfig, lines: list[str]) -> None:
@@ -215,8 +202,13 @@ def predict_main(
     if records is None:
         records = read_records(cfg, from_fields, text_line)
     pipe = pipeline(task, cfg.model, **cfg.pipeline_kwargs(), **task_options)
-    results = run_predictions(pipe, records, progress=cfg.progress and cfg.input is not None)
-    write_results(cfg, records, results, as_text)
+    results = [pipe.to_json(r) for r in run_predictions(records, partial(pipe, progress=cfg.progress and cfg.input is not None))]
+    if cfg.json:
+        write_lines(cfg, [json.dumps({**r.echo, **res}, ensure_ascii=False) for r, res in zip(records, results)])
+    else:
+        write_lines(cfg, [as_text(r, res) for r, res in zip(records, results)])
+    if cfg.output:
+        print(f"wrote {len(results)} results to {cfg.output}", file=sys.stderr)
     return 0
 
 

@@ -80,11 +80,10 @@ class EmbedPipeline(Pipeline):
         self.dim = self.config.hidden_size
 
     def preprocess(self, items: Sequence[Any]) -> list[Example]:
-        texts = [check_text(i, t) for i, t in enumerate(items)]
-        clipped = [self.clip_chars(i, t) for i, t in enumerate(texts)]
+        encoded = self.encode([check_text(i, t) for i, t in enumerate(items)])
         return [
             Example([Window(enc.ids, enc.type_ids)], {"truncated": self.check_length(i, enc) or cut})
-            for i, (enc, (_, cut)) in enumerate(zip(self.backend.encode_batch([t for t, _ in clipped]), clipped))
+            for i, (enc, cut) in enumerate(encoded)
         ]
 
     def forward(self, batch: Batch, windows: list[Window]) -> list[Any]:
@@ -138,7 +137,7 @@ def _as_text(record: cli.Record, result: dict) -> str:
 
 def main(args: argparse.Namespace) -> int:
     from clozeformer.infer.index import EmbeddingIndex
-    from clozeformer.infer.pipelines import InputError, pipeline
+    from clozeformer.infer.pipelines import pipeline
 
     cfg = config_from_args(EmbedConfig, args)
     if cfg.build_index is None:
@@ -150,10 +149,7 @@ def main(args: argparse.Namespace) -> int:
     records = cli.read_records(cfg)
     pipe = pipeline("embed", cfg.model, **cfg.pipeline_kwargs(), pooling=cfg.pooling)
     ids = [r.echo.get("id", i) for i, r in enumerate(records)]
-    try:
-        index = EmbeddingIndex.build(pipe, [r.value for r in records], ids=ids, progress=cfg.progress)
-    except InputError as e:
-        raise ClozeformerError(f"{records[e.index].source}: {e.reason}") from None
+    index = cli.run_predictions(records, lambda texts: EmbeddingIndex.build(pipe, texts, ids=ids, progress=cfg.progress))
     index.save(cfg.build_index, config=config_dict(cfg))
     print(f"indexed {len(records)} texts ({pipe.dim} dims, {pipe.pooling} pooling) into {cfg.build_index}")
     return 0

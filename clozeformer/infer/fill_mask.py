@@ -47,13 +47,12 @@ class FillMaskPipeline(Pipeline):
     def preprocess(self, items: Sequence[Any]) -> list[Example]:
         texts = [check_text(i, t) for i, t in enumerate(items)]
         examples = []
-        clipped = [self.clip_chars(i, t) for i, t in enumerate(texts)]
-        for i, (text, enc) in enumerate(zip(texts, self.backend.encode_batch([t for t, _ in clipped]))):
+        for i, (text, (enc, cut)) in enumerate(zip(texts, self.encode(texts))):
             positions = [p for p, t in enumerate(enc.ids) if t == self.mask_id]  # token indices of [MASK]
             written = text.count(MASK)
             if not positions and not written:
                 raise InputError(i, f"no {MASK} in the text; put {MASK} where a word should be predicted")
-            truncated = self.check_length(i, enc) or clipped[i][1]
+            truncated = self.check_length(i, enc) or cut
             if not positions:
                 raise InputError(i, f"every {MASK} lies past the first {self.max_length} tokens")
             spans = [enc.offsets[p] for p in positions]

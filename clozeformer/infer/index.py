@@ -185,17 +185,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
-    from clozeformer.infer.pipelines import InputError, pipeline
+    from clozeformer.infer.pipelines import pipeline
 
     cfg = config_from_args(SearchConfig, args)
     cli.show_config(cfg)
     index = EmbeddingIndex.load(cfg.index)
     records = cli.read_records(cfg)
     pipe = pipeline("embed", cfg.model, **cfg.pipeline_kwargs(), pooling=index.meta["pooling"])
-    try:
-        hits = index.query(pipe, [r.value for r in records], cfg.top_k)
-    except InputError as e:
-        raise ClozeformerError(f"{records[e.index].source}: {e.reason}") from None
+    hits = cli.run_predictions(records, lambda texts: index.query(pipe, texts, cfg.top_k))
     lines = []
     for r, row in zip(records, hits):
         if cfg.json:

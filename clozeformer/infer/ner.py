@@ -89,7 +89,7 @@ class NerPipeline(Pipeline):
         return examples
 
     def forward(self, batch: Batch, windows: list[Window]) -> list[Any]:
-        probs = self.runner.logits(batch).float().softmax(-1).cpu().numpy()  # (B, T, K)
+        probs = self.runner.logits(batch).softmax(-1).numpy()  # (B, T, K)
         return [probs[b, : len(w.input_ids)] for b, w in enumerate(windows)]
 
     def postprocess(self, example: Example, outputs: list[Any]) -> dict:

@@ -27,7 +27,7 @@ from torch import nn
 
 from clozeformer import __version__
 from clozeformer.errors import ClozeformerError
-from clozeformer.infer.runners import ONNX_INPUTS, ONNX_OUTPUTS, read_architecture
+from clozeformer.infer.runners import ONNX_INPUTS, ONNX_OUTPUTS, load_model
 
 MLM_ARCHITECTURES = ("BertForPreTraining", "BertForMaskedLM")
 
@@ -63,34 +63,21 @@ class ExportWrapper(nn.Module):
         return (x,)  # BertForMultipleChoice: the encoder only (embeddings)
 
 
-def _dynamic_axes(arch: str) -> dict[str, dict[int, str]]:
-    bt = {0: "batch", 1: "sequence"}
-    axes = {name: bt for name in ONNX_INPUTS}
-    axes["last_hidden_state"] = bt
-    if arch in MLM_ARCHITECTURES:
-        axes["masked_positions"] = axes["logits"] = {0: "masked"}
-    elif arch == "BertForSequenceClassification":
-        axes["logits"] = {0: "batch"}
-    elif arch == "BertForTokenClassification":
-        axes["logits"] = bt
-    elif arch == "BertForQuestionAnswering":
-        axes["start_logits"] = axes["end_logits"] = bt
-    elif arch == "BertModel":
-        axes["pooler_output"] = {0: "batch"}
-    return axes
+def _dynamic_axes(names: list[str], arch: str) -> dict[str, dict[int, str]]:
+    """The dynamic axes of the graph's inputs and outputs `names`: (B, T) unless the name says otherwise."""
+    bt, b, masked = {0: "batch", 1: "sequence"}, {0: "batch"}, {0: "masked"}
+    logits = {"BertForSequenceClassification": b, "BertForTokenClassification": bt}.get(arch, masked)  # else masked-LM
+    special = {"pooler_output": b, "masked_positions": masked, "logits": logits}
+    return {name: special.get(name, bt) for name in names}
 
 
 def sample_inputs(config, batch: int, length: int, seed: int) -> dict[str, torch.Tensor]:
     """A padded batch: row b has length - b real tokens (at least 2); MLM positions in real tokens."""
     g = torch.Generator().manual_seed(seed)
-    ids = torch.randint(1, config.vocab_size, (batch, length), generator=g)
-    mask = torch.ones(batch, length, dtype=torch.long)
-    for b in range(batch):
-        mask[b, max(2, length - b) :] = 0
-    ids = ids * mask
-    types = torch.zeros(batch, length, dtype=torch.long)
-    types[:, length // 2 :] = 1
-    types = types * mask
+    real = torch.tensor([max(2, length - b) for b in range(batch)])  # (B,) real tokens per row
+    mask = (torch.arange(length) < real[:, None]).long()  # (B, T)
+    ids = torch.randint(1, config.vocab_size, (batch, length), generator=g) * mask
+    types = (torch.arange(length) >= length // 2).long() * mask  # second half is segment B
     positions = torch.tensor([b * length + 1 for b in range(batch)] + [length - 1])  # (N,): row 0 is unpadded
     return {"input_ids": ids, "attention_mask": mask, "token_type_ids": types, "masked_positions": positions}
 
@@ -101,11 +88,9 @@ def export_onnx(model_dir: str | Path, out: str | Path, *, opset: int = 17, chec
 
     from clozeformer.hub import model_dir as resolve
     from clozeformer.io import atomic_path
-    from clozeformer.model import MODEL_CLASSES
 
     model_dir, out = resolve(model_dir), Path(out)
-    config, arch = read_architecture(model_dir)
-    model = MODEL_CLASSES[arch].from_pretrained(model_dir, strict_heads=arch != "BertModel").eval()
+    config, arch, model = load_model(model_dir)
     wrapper = ExportWrapper(model).eval()
     inputs = list(ONNX_INPUTS) + (["masked_positions"] if arch in MLM_ARCHITECTURES else [])
     outputs = list(ONNX_OUTPUTS[arch])
@@ -124,7 +109,7 @@ def export_onnx(model_dir: str | Path, out: str | Path, *, opset: int = 17, chec
                 dynamo=False,
                 input_names=inputs,
                 output_names=outputs,
-                dynamic_axes=_dynamic_axes(arch),
+                dynamic_axes=_dynamic_axes(inputs + outputs, arch),
                 opset_version=opset,
                 do_constant_folding=True,
             )

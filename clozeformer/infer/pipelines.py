@@ -24,6 +24,7 @@ import sys
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from itertools import islice
 from pathlib import Path
 from typing import Any, ClassVar, Literal
 
@@ -150,6 +151,12 @@ class Pipeline(ABC):
             )
         return text[:bound], True
 
+    def encode(self, items: Sequence[str | tuple[str, str]]) -> list[tuple[Any, bool]]:
+        """(tokenizers Encoding, cut) per text or (text, text_pair), each text `clip_chars`-ed first."""
+        clipped = [[self.clip_chars(i, t) for t in ((item,) if isinstance(item, str) else item)] for i, item in enumerate(items)]
+        encs = self.backend.encode_batch([c[0][0] if len(c) == 1 else (c[0][0], c[1][0]) for c in clipped])
+        return [(enc, any(cut for _, cut in c)) for enc, c in zip(encs, clipped)]
+
     def check_length(self, index: int, enc) -> bool:
         """Whether `enc` (a tokenizers Encoding) was truncated; raises when overlong inputs are rejected."""
         truncated = len(enc.overflowing) > 0
@@ -176,33 +183,24 @@ class Pipeline(ABC):
         """Forward every window in length-sorted, dynamically padded batches; results in order."""
         from tqdm import tqdm
 
-        flat = [(i, w) for i, ex in enumerate(examples) for w in ex.windows]
+        flat = [w for ex in examples for w in ex.windows]
         outputs: list[Any] = [None] * len(flat)
-        batches = batch_indices([len(w.input_ids) for _, w in flat], self.batch_size, shuffle=False)
+        batches = batch_indices([len(w.input_ids) for w in flat], self.batch_size, shuffle=False)
         with tqdm(total=len(flat), disable=not progress, unit="seq", file=sys.stderr, desc=self.task, dynamic_ncols=True) as bar:
             for idx in batches:
-                windows = [flat[j][1] for j in idx]
-                batch = self.pad(windows)
-                for j, out in zip(idx, self.forward(batch, windows)):
+                windows = [flat[j] for j in idx]
+                for j, out in zip(idx, self.forward(self.pad(windows), windows)):
                     outputs[j] = out
                 bar.update(len(idx))
-        per_example: list[list[Any]] = [[] for _ in examples]
-        for (i, _), out in zip(flat, outputs):
-            per_example[i].append(out)
-        return [self.postprocess(ex, outs) for ex, outs in zip(examples, per_example)]
+        rest = iter(outputs)  # each example's outputs, in the order of its windows
+        return [self.postprocess(ex, list(islice(rest, len(ex.windows)))) for ex in examples]
 
     def to_json(self, result: Any) -> Any:
         """`result` as plain JSON types (only embeddings hold numpy arrays)."""
         return result
 
     def describe(self) -> dict:
-        return {
-            "task": self.task,
-            "max_length": self.max_length,
-            "batch_size": self.batch_size,
-            "overlong": self.overlong,
-            **self.runner.describe(),
-        }
+        return {name: getattr(self, name) for name in ("task", "max_length", "batch_size", "overlong")} | self.runner.describe()
 
 
 def pipeline(

@@ -111,8 +111,7 @@ class QuestionAnsweringPipeline(Pipeline):
         return examples
 
     def forward(self, batch: Batch, windows: list[Window]) -> list[Any]:
-        start, end = self.runner.span_logits(batch)  # (B, T) each
-        start, end = start.float().cpu().numpy(), end.float().cpu().numpy()
+        start, end = (t.numpy() for t in self.runner.span_logits(batch))  # (B, T) each
         return [(start[b, : len(w.input_ids)], end[b, : len(w.input_ids)]) for b, w in enumerate(windows)]
 
     def postprocess(self, example: Example, outputs: list[Any]) -> dict:
@@ -124,14 +123,8 @@ class QuestionAnsweringPipeline(Pipeline):
             version_2=self.allow_no_answer,
             null_threshold=self.null_threshold,
         )
-        return {
-            "answer": answer.text,
-            "score": answer.probability,
-            "start": answer.start,
-            "end": answer.end,
-            "windows": len(example.windows),
-            "truncated": example.data["truncated"],
-        }
+        found = {"answer": answer.text, "score": answer.probability, "start": answer.start, "end": answer.end}
+        return found | {"windows": len(example.windows), "truncated": example.data["truncated"]}
 
     def describe(self) -> dict:
         names = ("doc_stride", "max_answer_length", "max_question_length", "allow_no_answer", "n_best", "null_threshold")
@@ -188,11 +181,8 @@ def _text_line(line: str, source: str) -> dict:
 
 
 def _as_text(record: cli.Record, result: dict) -> str:
-    if not result["answer"]:
-        return f"(no answer)\t(score {result['score']:.3f}){cli.mark_truncated(result)}"
-    return (
-        f"{result['answer']}\t(score {result['score']:.3f}, chars {result['start']}-{result['end']}){cli.mark_truncated(result)}"
-    )
+    where = f", chars {result['start']}-{result['end']}" if result["answer"] else ""
+    return f"{result['answer'] or '(no answer)'}\t(score {result['score']:.3f}{where}){cli.mark_truncated(result)}"
 
 
 def main(args: argparse.Namespace) -> int:

@@ -81,10 +81,21 @@ def read_architecture(directory: Path) -> tuple[BertConfig, str]:
     check_complete(directory)
     config = BertConfig.from_pretrained(directory)
     archs = config.extra.get("architectures") or ["BertModel"]
-    arch = archs[0] if isinstance(archs, list) and archs else archs
+    arch = archs[0] if isinstance(archs, list) else archs
     if arch not in MODEL_CLASSES:
         raise ClozeformerError(f"{directory / 'config.json'}: architectures {arch!r} is not one of {', '.join(MODEL_CLASSES)}")
     return config, arch
+
+
+def load_model(directory: Path) -> tuple[BertConfig, str, torch.nn.Module]:
+    """(config, architecture, model in eval mode) of an HF-format directory.
+
+    strict_heads: a head missing from the checkpoint would be random init, i.e. garbage
+    predictions; a bare BertModel may lack its pooler, which embeddings never use."""
+    from clozeformer.model import MODEL_CLASSES
+
+    config, arch = read_architecture(directory)
+    return config, arch, MODEL_CLASSES[arch].from_pretrained(directory, strict_heads=arch != "BertModel").eval()
 
 
 def native_bf16(device: torch.device) -> bool:
@@ -151,26 +162,11 @@ class TorchRunner(Runner):
         self.dtype = resolve_dtype(dtype, self.device)
         self.config = model.config
         self.architecture = type(model).hf_architecture
-        model = model.eval().to(self.device, self.dtype)
-        self.model = model
-        self.backbone = getattr(model, "bert", model)  # the BertModel inside any head class
+        self.model = model.eval().to(self.device, self.dtype)
+        self.backbone = getattr(self.model, "bert", self.model)  # the BertModel inside any head class
         self.compiled = compile
-        if compile:
-            # dynamic=True: batches change shape (B and T) with every call; without it each new
-            # shape would recompile.
-            self.model = torch.compile(model, dynamic=True)
-            self.backbone = torch.compile(self.backbone, dynamic=True)
-
-    @classmethod
-    def from_dir(cls, directory: str | Path, **kwargs) -> TorchRunner:
-        from clozeformer.model import MODEL_CLASSES
-
-        directory = Path(directory)
-        _, arch = read_architecture(directory)
-        # strict_heads: a head missing from the checkpoint would be random init, i.e. garbage
-        # predictions; a bare BertModel may lack its pooler, which embeddings never use.
-        model = MODEL_CLASSES[arch].from_pretrained(directory, strict_heads=arch != "BertModel")
-        return cls(model, **kwargs)
+        if compile:  # dynamic=True: batches change shape (B and T) with every call; else each would recompile
+            self.model, self.backbone = torch.compile(self.model, dynamic=True), torch.compile(self.backbone, dynamic=True)
 
     def _inputs(self, batch: Batch) -> dict[str, torch.Tensor]:
         return {name: t.to(self.device) for name, t in vars(batch).items()}
@@ -199,12 +195,8 @@ class TorchRunner(Runner):
         return self._out(out.start_logits), self._out(out.end_logits)
 
     def describe(self) -> dict:
-        return {
-            **super().describe(),
-            "device": str(self.device),
-            "dtype": str(self.dtype).removeprefix("torch."),
-            "compiled": self.compiled,
-        }
+        dtype = str(self.dtype).removeprefix("torch.")
+        return {**super().describe(), "device": str(self.device), "dtype": dtype, "compiled": self.compiled}
 
 
 class OnnxRunner(Runner):
@@ -234,9 +226,7 @@ class OnnxRunner(Runner):
                 f"{path}: exported from a {meta['architecture']}, but the model directory "
                 f"holds a {architecture}; export this directory again"
             )
-        self.path = path
-        self.config = config
-        self.architecture = architecture
+        self.path, self.config, self.architecture = path, config, architecture
         self.input_names = {i.name for i in self.session.get_inputs()}
         outputs = {o.name for o in self.session.get_outputs()}
         missing = [n for n in ONNX_OUTPUTS[architecture] if n not in outputs]
@@ -245,9 +235,8 @@ class OnnxRunner(Runner):
 
     def _run(self, batch: Batch, names: list[str], flat_positions: torch.Tensor | None = None) -> list[torch.Tensor]:
         feed = {name: t.numpy() for name, t in vars(batch).items()}
-        if "masked_positions" in self.input_names:
-            pos = flat_positions if flat_positions is not None else torch.zeros(0, dtype=torch.long)
-            feed["masked_positions"] = pos.numpy()
+        if "masked_positions" in self.input_names:  # (N,) flat indices into B*T; none when only states are asked for
+            feed["masked_positions"] = (torch.zeros(0, dtype=torch.long) if flat_positions is None else flat_positions).numpy()
         return [torch.from_numpy(a).float() for a in self.session.run(names, feed)]
 
     def hidden(self, batch: Batch) -> torch.Tensor:
@@ -283,7 +272,7 @@ def load_runner(
     directory = model_dir(directory)
     runner: Runner
     if backend == "torch":
-        runner = TorchRunner.from_dir(directory, device=device, dtype=dtype, compile=compile)
+        runner = TorchRunner(load_model(directory)[2], device=device, dtype=dtype, compile=compile)
     elif backend == "onnx":
         config, arch = read_architecture(directory)
         runner = OnnxRunner(Path(onnx_path) if onnx_path else directory / "model.onnx", config, arch, threads)

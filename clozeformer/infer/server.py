@@ -42,6 +42,7 @@ import asyncio
 import contextlib
 import json
 import logging
+import re
 import socket
 import sys
 import time
@@ -49,6 +50,7 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from functools import partial
+from itertools import accumulate
 from typing import Any, Literal
 
 from clozeformer import __version__
@@ -198,24 +200,15 @@ class MicroBatcher:
 
     async def _collect(self) -> None:
         loop = asyncio.get_running_loop()
-        stopping = False
-        while not stopping:
-            job = await self.queue.get()
-            if job is None:
-                break
-            jobs = [job]
-            waiting = sum(len(e.windows) for e in job[0])
-            deadline = loop.time() + self.max_wait
-            while waiting < self.batch_size:
-                remaining = deadline - loop.time()
-                if remaining <= 0:
-                    break
+        stopping = False  # a None job: stop, after running the jobs in hand
+        while not stopping and (job := await self.queue.get()) is not None:
+            jobs, waiting, deadline = [job], sum(len(e.windows) for e in job[0]), loop.time() + self.max_wait
+            while waiting < self.batch_size and (remaining := deadline - loop.time()) > 0:
                 try:
                     job = await asyncio.wait_for(self.queue.get(), remaining)
                 except asyncio.TimeoutError:
                     break
-                if job is None:
-                    stopping = True
+                if stopping := job is None:
                     break
                 jobs.append(job)
                 waiting += sum(len(e.windows) for e in job[0])
@@ -248,6 +241,8 @@ class MicroBatcher:
 
 #: deepest JSON nesting a request may have (bodies are at most a list of objects of strings)
 MAX_JSON_DEPTH = 32
+#: a JSON string, escapes included; an unterminated one runs to the end
+JSON_STRING = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"?', re.S)
 
 
 def parse_body(raw: bytes) -> Any:
@@ -257,24 +252,9 @@ def parse_body(raw: bytes) -> Any:
     cost one linear scan, not a RecursionError) and strings holding unpaired UTF-16 surrogates
     ("\\ud800" is valid JSON but no text), which the tokenizer cannot encode.
     """
-    depth = 0
-    in_string = escaped = False
-    for byte in raw:  # bytes outside strings: track [ and { depth
-        if in_string:
-            if escaped:
-                escaped = False
-            elif byte == 0x5C:  # backslash
-                escaped = True
-            elif byte == 0x22:  # quote
-                in_string = False
-        elif byte == 0x22:
-            in_string = True
-        elif byte in (0x5B, 0x7B):
-            depth += 1
-            if depth > MAX_JSON_DEPTH:
-                raise HTTPError(422, f"the body nests JSON deeper than {MAX_JSON_DEPTH} levels")
-        elif byte in (0x5D, 0x7D):
-            depth -= 1
+    depths = accumulate(1 if b in b"[{" else -1 for b in JSON_STRING.sub(b"", raw) if b in b"[]{}")  # outside strings
+    if max(depths, default=0) > MAX_JSON_DEPTH:
+        raise HTTPError(422, f"the body nests JSON deeper than {MAX_JSON_DEPTH} levels")
     try:
         body = json.loads(raw)
     except (json.JSONDecodeError, UnicodeDecodeError, RecursionError) as e:
@@ -309,25 +289,21 @@ def _items(task: str, body: Any) -> list[Any]:
     return items
 
 
-def _texts(item: Any) -> list:
-    if isinstance(item, tuple):
-        return list(item)
-    if isinstance(item, dict):
-        return [item.get(k) for k in TEXT_FIELDS]
-    return [item]
+def _texts(item: Any) -> list[str]:
+    """The texts of one item: a text, a (text, text_pair) tuple, or a dict's TEXT_FIELDS."""
+    values = list(item) if isinstance(item, tuple) else [item.get(k) for k in TEXT_FIELDS] if isinstance(item, dict) else [item]
+    return [v for v in values if isinstance(v, str)]
 
 
-def _chars(items: list[Any]) -> int:
-    return sum(len(v) for item in items for v in _texts(item) if isinstance(v, str))
-
-
-def _check_sizes(items: list[Any], cfg: ServeConfig) -> None:
+def _check_sizes(items: list[Any], cfg: ServeConfig) -> int:
+    """The items' total characters; HTTPError(413) for too many items or too long a text."""
     if len(items) > cfg.max_items:
         raise HTTPError(413, f"{len(items)} items in one request; the limit is {cfg.max_items}")
     for i, item in enumerate(items):
         for v in _texts(item):
-            if isinstance(v, str) and len(v) > cfg.max_chars:
+            if len(v) > cfg.max_chars:
                 raise HTTPError(413, f"a text of {len(v)} characters; the limit is {cfg.max_chars}", i)
+    return sum(len(v) for item in items for v in _texts(item))
 
 
 # ----------------------------------------------------------------------------- the app
@@ -343,7 +319,7 @@ def _error(status: int, message: str, index: int | None = None):
 class Service:
     """What the app's routes share: the pipelines, the config and one micro-batcher per task on
     the single model thread. Each route family is one method, `respond(body)` -> JSON; `route`
-    wires it in behind `handle`, which reads the body and turns bad input into its status."""
+    wires it in behind the body reading and the mapping of bad input to its status."""
 
     def __init__(self, pipes: dict[str, Any], cfg: ServeConfig, info: dict | None = None) -> None:
         self.pipes, self.cfg, self.extra_info = pipes, cfg, info or {}
@@ -367,39 +343,33 @@ class Service:
 
     # -- what every POST route shares
     def route(self, app, path: str, task: str, respond: Callable, summary: str) -> None:
-        """POST `path`: each request `handle`d for `task` with `respond`."""
+        """POST `path` for `task`: each request's body read and parsed, `respond(body)` -> JSON, and
+        each kind of bad input mapped to its status (see module docstring)."""
         from fastapi import Request
-
-        async def endpoint(request: Request):
-            return await self.handle(task, request, respond)
-
-        app.add_api_route(path, endpoint, methods=["POST"], name=path, summary=summary)
-
-    async def handle(self, task: str, request, respond: Callable):
-        """One request of any route family: read and parse the body, `respond(body)`, and map each
-        kind of bad input to its status (see module docstring)."""
         from fastapi.responses import JSONResponse
         from starlette.requests import ClientDisconnect
 
         from clozeformer.infer.pipelines import InputError
 
-        if (missing := self.not_served(task)) is not None:
-            return missing
-        try:
-            return JSONResponse(await respond(await self.read_body(request)))
-        except ClientDisconnect:  # the client left mid-body: nobody to answer, nothing to log loudly
-            log.debug("client disconnected before sending the whole body of %s", request.url.path)
-            return _error(400, "client disconnected")
-        except HTTPError as e:
-            return _error(e.status, e.message, e.index)
-        except InputError as e:
-            return _error(422, e.reason, e.index)
-        except (ClozeformerError, compat.BadRequest) as e:
-            return _error(422, str(e))
+        async def endpoint(request: Request):
+            if task not in self.pipes:
+                return self.not_served(task)
+            try:
+                return JSONResponse(await respond(await self.read_body(request)))
+            except ClientDisconnect:  # the client left mid-body: nobody to answer, nothing to log loudly
+                log.debug("client disconnected before sending the whole body of %s", request.url.path)
+                return _error(400, "client disconnected")
+            except HTTPError as e:
+                return _error(e.status, e.message, e.index)
+            except InputError as e:
+                return _error(422, e.reason, e.index)
+            except (ClozeformerError, compat.BadRequest) as e:
+                return _error(422, str(e))
+
+        app.add_api_route(path, endpoint, methods=["POST"], name=path, summary=summary)
 
     def not_served(self, task: str):
-        if task in self.pipes:
-            return None
+        """404: why this server does not serve `task`."""
         arch = self.any_pipe.runner.architecture
         why = "was not enabled with --tasks" if task in tasks_for(arch) else f"a {arch} has no head for it"
         return _error(404, f"this server does not serve {task}: {why}; it serves {', '.join(self.pipes)}")
@@ -423,17 +393,13 @@ class Service:
             await asyncio.wait_for(receive(), timeout)
         except asyncio.TimeoutError:
             raise HTTPError(408, f"the request body took longer than {timeout:g} s to arrive") from None
-        raw = b"".join(chunks)
-        if len(raw) > limit:
-            raise HTTPError(413, f"request body of {len(raw)} bytes; the limit is {limit}")
-        return parse_body(raw)
+        return parse_body(b"".join(chunks))
 
     async def answer(self, task: str, items: list[Any], prepare: Callable[[list], None] | None = None) -> list[dict]:
         """`items` through `task`'s pipeline: size limits, tokenization, the micro-batched forward
         pass; the results as JSON. `prepare` may mark the tokenized examples (per-request options)."""
         pipe = self.pipes[task]
-        _check_sizes(items, self.cfg)
-        if _chars(items) <= INLINE_TOKENIZE_CHARS:
+        if _check_sizes(items, self.cfg) <= INLINE_TOKENIZE_CHARS:
             examples = pipe.preprocess(items)  # microseconds: cheaper than a thread hop
         else:
             examples = await asyncio.to_thread(pipe.preprocess, items)
@@ -644,6 +610,10 @@ def header_timeout_protocol(seconds: float) -> type:
     import h11
     from uvicorn.protocols.http.h11_impl import H11Protocol
 
+    body = f"the request headers took longer than {seconds:g} s to arrive".encode()
+    head = "HTTP/1.1 408 Request Timeout\r\ncontent-type: text/plain; charset=utf-8\r\nconnection: close\r\n"
+    late = head.encode() + f"content-length: {len(body)}\r\n\r\n".encode() + body
+
     class HeaderTimeoutH11Protocol(H11Protocol):
         _header_timer: asyncio.TimerHandle | None = None
 
@@ -661,7 +631,7 @@ def header_timeout_protocol(seconds: float) -> type:
             if self.transport.is_closing() or self.conn.their_state is not h11.IDLE:
                 return  # the headers came; the request is the app's (and --body-timeout's) now
             if self.conn.our_state is h11.IDLE:
-                self.transport.write(_late_response(seconds))
+                self.transport.write(late)
             self.transport.close()
 
         def connection_made(self, transport) -> None:  # type: ignore[override]
@@ -683,12 +653,6 @@ def header_timeout_protocol(seconds: float) -> type:
             super().connection_lost(exc)
 
     return HeaderTimeoutH11Protocol
-
-
-def _late_response(seconds: float) -> bytes:
-    body = f"the request headers took longer than {seconds:g} s to arrive".encode()
-    head = "HTTP/1.1 408 Request Timeout\r\ncontent-type: text/plain; charset=utf-8\r\nconnection: close\r\n"
-    return head.encode() + f"content-length: {len(body)}\r\n\r\n".encode() + body
 
 
 # ----------------------------------------------------------------------------- `serve` verb
