@@ -35,27 +35,21 @@ def command_line() -> str:
     return " ".join([prog, *map(shlex.quote, sys.argv[1:])])
 
 
-def pipeline_tag(architecture: str) -> str | None:
-    return next((tag for suffix, tag in PIPELINE_TAGS.items() if architecture.endswith(suffix)), None)
-
-
 def render(
     title: str, architecture: str, facts: dict[str, Any], base_model: str | None = None, command: str | None = None
 ) -> str:
     """A README.md: Hub front matter, then what the model is and how it was made."""
     front = ["---", "library_name: transformers", "tags:", "- clozeformer", "- bert"]
-    tag = pipeline_tag(architecture)
+    tag = next((tag for suffix, tag in PIPELINE_TAGS.items() if architecture.endswith(suffix)), None)
     if tag:
         front.append(f"pipeline_tag: {tag}")
     if base_model and not Path(base_model).exists():  # a Hub id, not a path on this machine
         front.append(f"base_model: {base_model}")
-    front.append("---")
-    lines = [*front, "", f"# {title}", "", f"A `{architecture}` made with clozeformer {__version__}.", ""]
+    lines = [*front, "---", "", f"# {title}", "", f"A `{architecture}` made with clozeformer {__version__}.", ""]
     for key, value in facts.items():
-        if value is None or value == {} or value == []:
-            continue
-        text = json.dumps(value, ensure_ascii=False) if isinstance(value, (dict, list)) else str(value)
-        lines.append(f"- **{key}**: {text}")
+        if value is not None and value != {} and value != []:
+            text = json.dumps(value, ensure_ascii=False) if isinstance(value, (dict, list)) else str(value)
+            lines.append(f"- **{key}**: {text}")
     lines += [
         "",
         "It loads in `transformers` as it is (`AutoModel.from_pretrained(DIR)`), and in clozeformer (`clozeformer info DIR`).",
@@ -66,9 +60,8 @@ def render(
 
 
 def architecture_of(directory: Path) -> str:
-    config = directory / "config.json"
     try:
-        archs = json.loads(config.read_text(encoding="utf-8")).get("architectures") or ["BertModel"]
+        archs = json.loads((directory / "config.json").read_text(encoding="utf-8")).get("architectures") or ["BertModel"]
     except (OSError, ValueError):
         return "BertModel"
     return str(archs[0])

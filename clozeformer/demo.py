@@ -42,8 +42,7 @@ def main(args: argparse.Namespace) -> int:
     reloaded = BertForPreTraining.from_pretrained(out).eval()
     with torch.no_grad():
         ours = reloaded(ids).prediction_logits[0, :, :5]
-    print("clozeformer logits [token 0..8, vocab 0..4]:")
-    print(ours)
+    print("clozeformer logits [token 0..8, vocab 0..4]:", ours, sep="\n")
     try:
         import transformers
     except ImportError:
@@ -52,8 +51,7 @@ def main(args: argparse.Namespace) -> int:
     hf = transformers.BertForPreTraining.from_pretrained(out).eval()
     with torch.no_grad():
         theirs = hf(input_ids=ids).prediction_logits[0, :, :5]
-    print("transformers logits:")
-    print(theirs)
+    print("transformers logits:", theirs, sep="\n")
     diff = (ours - theirs).abs().max().item()
     print(f"max |clozeformer - transformers| = {diff:.2e}  ({'OK' if diff <= 1e-5 else 'MISMATCH'})")
     return 0 if diff <= 1e-5 else 1

@@ -387,23 +387,13 @@ def tapt_arms(cfg: ExperimentConfig, variants: dict[str, Path], out: Path) -> tu
     """For each variant V and task: V+tapt, V's weights after --tapt-steps of masked LM on the task's
     text. Returns ({V+tapt: {task: model dir}}, {V+tapt: {task: what the run measured}})."""
     data = {task: prepare_task_text(cfg, task, next(iter(variants.values())), out / "tapt" / task) for task in cfg.tasks}
-    jobs = [
-        (f"tapt {v} / {task}", run_tapt, (cfg, model_dir, data[task], out / "tapt" / task / slug(v)))
-        for v, model_dir in variants.items()
-        for task in cfg.tasks
-    ]
-    results = iter(run_many(cfg, jobs, out))
+    keys = [(v, task) for v in variants for task in cfg.tasks]
+    jobs = [(f"tapt {v} / {t}", run_tapt, (cfg, variants[v], data[t], out / "tapt" / t / slug(v))) for v, t in keys]
     dirs: dict[str, dict[str, Path]] = {}
     info: dict[str, dict[str, dict]] = {}
-    for v in variants:
-        for task in cfg.tasks:
-            ckpt, summary = next(results)
-            dirs.setdefault(f"{v}+tapt", {})[task] = ckpt
-            info.setdefault(f"{v}+tapt", {})[task] = {
-                "steps": summary["step"],
-                "seconds": summary["elapsed_s"],
-                "val": summary.get("val") or {},
-            }
+    for (v, task), (ckpt, s) in zip(keys, run_many(cfg, jobs, out)):
+        dirs.setdefault(f"{v}+tapt", {})[task] = ckpt
+        info.setdefault(f"{v}+tapt", {})[task] = {"steps": s["step"], "seconds": s["elapsed_s"], "val": s.get("val") or {}}
     return dirs, info
 
 
@@ -479,13 +469,8 @@ def run(cfg: ExperimentConfig) -> dict:
     if not plots:
         print("note: matplotlib is not installed: results.json and results.md only, no PNGs (pip install 'clozeformer[plot]')")
     t0 = time.monotonic()
-    arms = {
-        "pretrain-vs-scratch": pretrain_vs_scratch_arms,
-        "nsp-ablation": nsp_ablation_arms,
-        "mlm-vs-clm": mlm_vs_clm_arms,
-        "mlm-vs-rtd": mlm_vs_rtd_arms,
-    }
-    variants, pre, tapt_info = arms[cfg.name](cfg, out, [Path(d) for d in cfg.pretrained])
+    arms = {"pretrain-vs-scratch": pretrain_vs_scratch_arms, "nsp-ablation": nsp_ablation_arms}.get(cfg.name, equal_compute_arms)
+    variants, pre, tapt_info = arms(cfg, out, [Path(d) for d in cfg.pretrained])
     scores = finetune_arms(cfg, variants, out)
     result = {
         "experiment": cfg.name,
@@ -551,10 +536,21 @@ def nsp_ablation_arms(cfg: ExperimentConfig, out: Path, given: list[Path]) -> Ar
     return {"mlm+nsp": a, "mlm": b}, {"mlm+nsp": pretraining_entry(a, sa), "mlm": pretraining_entry(b, sb)}, {}
 
 
-def equal_compute_arms(cfg: ExperimentConfig, out: Path, given: list[Path], arms: dict[str, tuple[str, str, dict]]) -> Arms:
-    """Two objectives with the same --budget-minutes each (equal compute; --budget-steps gives both
-    the same steps: equal tokens, not equal compute, when their steps cost differently), or the
-    --pretrained dirs. `arms`: variant name -> (run dir name, objective, objective options)."""
+#: the ELECTRA generator of mlm-vs-rtd: run 5's better one (one layer, full width, shared embeddings)
+RTD_GENERATOR = {"generator_fraction": 1.0, "generator_layers": 1}
+#: the equal-compute experiments' arms, variant name -> (run dir name, objective, objective options): a CLM
+#: step costs more than an MLM one (it scores every position), an ELECTRA step also runs the generator
+EQUAL_COMPUTE_ARMS = {
+    "mlm-vs-clm": {"mlm (bidirectional)": ("pretrain-mlm", "mlm", {}), "clm (left-to-right)": ("pretrain-clm", "clm", {})},
+    "mlm-vs-rtd": {"mlm (masked LM)": ("pretrain-mlm", "mlm", {}), "rtd (ELECTRA)": ("pretrain-rtd", "electra", RTD_GENERATOR)},
+}
+
+
+def equal_compute_arms(cfg: ExperimentConfig, out: Path, given: list[Path]) -> Arms:
+    """mlm-vs-clm and mlm-vs-rtd: two objectives with the same --budget-minutes each (equal compute;
+    --budget-steps gives both the same steps: equal tokens, not equal compute, when their steps cost
+    differently), or the --pretrained dirs."""
+    arms = EQUAL_COMPUTE_ARMS[cfg.name]
     runs = [
         (f"pretrain {objective}", functools.partial(run_pretraining, **options), (cfg, out / name, objective, cfg.budget_steps))
         for name, objective, options in arms.values()
@@ -564,55 +560,39 @@ def equal_compute_arms(cfg: ExperimentConfig, out: Path, given: list[Path], arms
     return dict(zip(names, (d for d, _ in done))), {n: pretraining_entry(d, s) for n, (d, s) in zip(names, done)}, {}
 
 
-def mlm_vs_clm_arms(cfg: ExperimentConfig, out: Path, given: list[Path]) -> Arms:
-    """Bidirectional against left-to-right (a CLM step costs more: it scores every position)."""
-    arms = {"mlm (bidirectional)": ("pretrain-mlm", "mlm", {}), "clm (left-to-right)": ("pretrain-clm", "clm", {})}
-    return equal_compute_arms(cfg, out, given, arms)
-
-
-#: the ELECTRA generator of mlm-vs-rtd: run 5's better one (one layer, full width, shared embeddings)
-RTD_GENERATOR = {"generator_fraction": 1.0, "generator_layers": 1}
-
-
-def mlm_vs_rtd_arms(cfg: ExperimentConfig, out: Path, given: list[Path]) -> Arms:
-    """The masked LM against replaced-token detection (an ELECTRA step also runs the generator)."""
-    arms = {"mlm (masked LM)": ("pretrain-mlm", "mlm", {}), "rtd (ELECTRA)": ("pretrain-rtd", "electra", RTD_GENERATOR)}
-    return equal_compute_arms(cfg, out, given, arms)
-
-
 def finetune_arms(cfg: ExperimentConfig, variants: dict, out: Path) -> dict[str, dict[str, list[float]]]:
     """Every variant fine-tuned on every task with every seed; variant -> task -> scores by seed.
     Runs that finished in OUT with the same identity are reused (unless --rerun)."""
-    fingerprints: dict[Path, str] = {}
-    keys, scores_in_order, todo = [], [], []
+    fingerprint = functools.cache(model_fingerprint)
+    keys, found, todo = [], [], []
     for task in cfg.tasks:
         task_files = data_fingerprint(task_dir(cfg, task))
         for seed in range(cfg.seeds):
             for v, dirs in variants.items():
                 model_dir = dirs if isinstance(dirs, Path) else dirs[task]  # a +tapt arm: one model per task
-                if model_dir not in fingerprints:
-                    fingerprints[model_dir] = model_fingerprint(model_dir)
                 ft = finetune_config(cfg, model_dir, task, seed, out / "finetune" / f"{slug(v)}-{task}-{seed}")
-                identity = run_identity(ft, fingerprints[model_dir], task_files)
+                identity = run_identity(ft, fingerprint(model_dir), task_files)
                 keys.append((v, task))
-                scores_in_order.append(None if cfg.rerun else finished_score(Path(ft.out), identity))
-                if scores_in_order[-1] is None:
-                    todo.append((len(keys) - 1, (f"{v} / {task} / seed {seed}", finetune_standard, (ft, identity))))
+                found.append(None if cfg.rerun else finished_score(Path(ft.out), identity))
+                if found[-1] is None:
+                    todo.append((f"{v} / {task} / seed {seed}", finetune_standard, (ft, identity)))
     if len(todo) < len(keys):
         print(
             f"reusing {len(keys) - len(todo)} of {len(keys)} fine-tuning runs that finished in {out} with the same "
             "config and model (--rerun trains them again)",
             flush=True,
         )
-    for (i, _), s in zip(todo, run_many(cfg, [r for _, r in todo], out)):
-        scores_in_order[i] = s
+    fresh = iter(run_many(cfg, todo, out))  # the runs' scores, in the order of the runs not found
     scores: dict[str, dict[str, list[float]]] = {v: {t: [] for t in cfg.tasks} for v in variants}
-    for (v, task), s in zip(keys, scores_in_order):
-        scores[v][task].append(s)
+    for (v, task), s in zip(keys, found):
+        scores[v][task].append(next(fresh) if s is None else s)
     return scores
 
 
 def results_markdown(cfg: ExperimentConfig, result: dict) -> str:
+    from clozeformer.tasks.config import TaskDataConfig
+    from clozeformer.tasks.spec import get_task
+
     scores = result["scores"]
     variants = list(scores)
     dropout = "as saved" if cfg.finetune_dropout is None else f"{cfg.finetune_dropout:g}"
@@ -632,8 +612,7 @@ def results_markdown(cfg: ExperimentConfig, result: dict) -> str:
         )
         + f"; fine-tuning {cfg.finetune_epochs:g} epochs, <= {cfg.finetune_minutes:g} min per run, lr "
         f"{'finetune default' if cfg.finetune_lr is None else f'{cfg.finetune_lr:g}'}, dropout {dropout}, "
-        f"<= {cfg.max_train_examples} train / "
-        f"{cfg.max_eval_examples} dev examples; "
+        f"<= {cfg.max_train_examples} train / {cfg.max_eval_examples} dev examples; "
         f"{cfg.seeds} fine-tuning seeds; mean +- std of each task's main dev metric.",
         "",
         "| task | " + " | ".join(variants) + " |",
@@ -642,21 +621,18 @@ def results_markdown(cfg: ExperimentConfig, result: dict) -> str:
     for task in cfg.tasks:
         cells = ["{:.3f} +- {:.3f}".format(*mean_std(scores[v][task])) for v in variants]
         lines.append(f"| {task} | " + " | ".join(cells) + " |")
-    from clozeformer.tasks.config import TaskDataConfig
-    from clozeformer.tasks.spec import get_task
-
     groups = [("average", list(cfg.tasks))]
     classification = [t for t in cfg.tasks if get_task(t, TaskDataConfig()).family == "classification"]
     if 0 < len(classification) < len(cfg.tasks):
         groups.append(("average, classification tasks", classification))
+    # each variant's lead over the baseline (scratch; else the last variant), in points (metric x 100)
+    base = variants.index("scratch") if "scratch" in variants else len(variants) - 1
+    pad = " |" * (len(variants) - 1)
     for label, tasks in groups:
         avg = [statistics.fmean(statistics.fmean(scores[v][t]) for t in tasks) for v in variants]
         lines.append(f"| **{label}** | " + " | ".join(f"**{a:.3f}**" for a in avg) + " |")
-        # each variant's lead over the baseline (scratch; else the last variant), in points (metric x 100)
-        base = variants.index("scratch") if "scratch" in variants else len(variants) - 1
         for i, v in enumerate(variants):
             if i != base:
-                pad = " |" * (len(variants) - 1)
                 lines.append(f"| {label}: {v} - {variants[base]} | {100 * (avg[i] - avg[base]):+.1f} points{pad}")
     lines += ["", "Pretraining: " + "; ".join(_pretraining_summary(k, d) for k, d in result["pretraining"].items()), ""]
     if result.get("tapt"):
@@ -697,37 +673,29 @@ def _pretraining_summary(variant: str, d: dict) -> str:
 
 def plot_results(out: Path, cfg: ExperimentConfig, scores: dict, pre: dict) -> None:
     os.environ.setdefault("MPLCONFIGDIR", str(out / ".cache" / "matplotlib"))
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    from clozeformer.train.plot import axes, save_png
 
     variants = list(scores)
     width = 0.8 / len(variants)
-    fig, ax = plt.subplots(figsize=(1.6 + 1.4 * len(cfg.tasks), 3.6))
+    ax = axes((1.6 + 1.4 * len(cfg.tasks), 3.6))
     for i, v in enumerate(variants):
         ms = [mean_std(scores[v][t]) for t in cfg.tasks]
         xs = [j + (i - (len(variants) - 1) / 2) * width for j in range(len(cfg.tasks))]
         ax.bar(xs, [m for m, _ in ms], width, yerr=[s for _, s in ms], capsize=3, label=v)
     ax.set_xticks(range(len(cfg.tasks)), cfg.tasks)
-    ax.set_ylabel("main dev metric")
-    ax.set_title(cfg.name)
+    ax.set(ylabel="main dev metric", title=cfg.name)
     ax.legend(fontsize=8)
-    fig.tight_layout()
-    fig.savefig(out / "scores.png", dpi=110)
-    plt.close(fig)
+    save_png(ax, out / "scores.png", dpi=110)
     curves = {k: _loss_curve(Path(d["dir"])) for k, d in pre.items() if d.get("dir")}
     curves = {k: c for k, c in curves.items() if c}
     if curves:
-        fig, ax = plt.subplots(figsize=(6, 3.5))
+        ax = axes((6, 3.5))
         for k, (minutes, losses) in curves.items():
             ax.plot(minutes, losses, label=k, lw=1)
         ax.set_xlabel("minutes of pretraining")
         ax.set_ylabel("training MLM loss (CLM: next token;\nELECTRA: its generator's)", fontsize=8)
         ax.legend()
-        fig.tight_layout()
-        fig.savefig(out / "pretraining_loss.png", dpi=110)
-        plt.close(fig)
+        save_png(ax, out / "pretraining_loss.png", dpi=110)
 
 
 def _loss_curve(checkpoint: Path) -> tuple[list[float], list[float]] | None:

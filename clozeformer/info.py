@@ -37,14 +37,11 @@ def main(args: argparse.Namespace) -> int:
         print(f"  labels: {', '.join(c.id2label[i] for i in sorted(c.id2label))}")
     vocab = directory / "vocab.txt"
     if vocab.is_file():
-        n = sum(1 for _ in vocab.open(encoding="utf-8", errors="replace"))
-        note = (
-            ""
-            if n == c.vocab_size
-            else f"  (MISMATCH: config vocab_size is {c.vocab_size}; loading it is refused)"
-            if n > c.vocab_size
-            else f"  (fewer than the {c.vocab_size} embedding rows: ids {n}.. are never produced)"
-        )
+        n, note = sum(1 for _ in vocab.open(encoding="utf-8", errors="replace")), ""
+        if n > c.vocab_size:
+            note = f"  (MISMATCH: config vocab_size is {c.vocab_size}; loading it is refused)"
+        elif n < c.vocab_size:
+            note = f"  (fewer than the {c.vocab_size} embedding rows: ids {n}.. are never produced)"
         print(f"  vocab.txt: {n} tokens{note}")
     else:
         print("  vocab.txt: absent")

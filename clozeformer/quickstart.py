@@ -13,6 +13,7 @@ import argparse
 import importlib.util
 import os
 import shutil
+import statistics
 import sys
 import time
 from dataclasses import dataclass, field
@@ -104,43 +105,32 @@ def _print_cloze(rows: list[dict]) -> list[dict]:
 
 
 def _plots(out: Path, metrics: list[dict], scores: dict[str, list[float]], metric_name: str) -> list[str]:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    from clozeformer.train.plot import axes, save_png
 
     made = []
-
-    def save(fig, name: str) -> None:
-        fig.tight_layout()
-        fig.savefig(out / name, dpi=110)
-        plt.close(fig)
-        made.append(name)
-
     train = [m for m in metrics if isinstance(m.get("loss"), float) and "step" in m]  # null: a skipped step
     evals = [m for m in metrics if "val_mlm_acc" in m]
     if train:
-        fig, ax = plt.subplots(figsize=(6, 3.5))
+        ax = axes((6, 3.5))
         ax.plot([m["step"] for m in train], [m["loss"] for m in train], lw=0.8, label="train MLM loss")
         if evals:
             ax.plot([m["step"] for m in evals], [m["val_mlm_loss"] for m in evals], "o-", label="val MLM loss")
         ax.set(xlabel="step", ylabel="loss", title="MLM pretraining loss")
         ax.legend()
-        save(fig, "loss.png")
+        made.append(save_png(ax, out / "loss.png", dpi=110).name)
     if evals:
-        fig, ax = plt.subplots(figsize=(6, 3.5))
+        ax = axes((6, 3.5))
         ax.plot([m["step"] for m in evals], [m["val_mlm_acc"] for m in evals], "o-")
         ax.set(xlabel="step", ylabel="accuracy", title="MLM accuracy on held-out text")
-        save(fig, "mlm_accuracy.png")
-    fig, ax = plt.subplots(figsize=(4.5, 3.5))
+        made.append(save_png(ax, out / "mlm_accuracy.png", dpi=110).name)
+    ax = axes((4.5, 3.5))
     means = [sum(xs) / len(xs) for xs in scores.values()]
     bars = ax.bar(list(scores), means, color=["tab:blue", "tab:gray"], alpha=0.7)
     ax.bar_label(bars, fmt="%.3f")
     for i, xs in enumerate(scores.values()):  # each seed's run
         ax.plot([i] * len(xs), xs, "k.", ms=4)
     ax.set(ylim=(0, 1), ylabel=metric_name, title="QNLI (bundled slice): fine-tuned from ...")
-    save(fig, "finetune.png")
-    return made
+    return [*made, save_png(ax, out / "finetune.png", dpi=110).name]
 
 
 def run(cfg: QuickstartConfig) -> dict:
@@ -323,8 +313,6 @@ def _finetune_run(cfg: QuickstartConfig, model: str, out: str, seed: int) -> flo
 
 
 def _mean_std(xs: list[float]) -> str:
-    import statistics
-
     return f"{statistics.fmean(xs):.3f} ± {statistics.stdev(xs):.3f}" if len(xs) > 1 else f"{xs[0]:.3f}"
 
 
@@ -360,8 +348,7 @@ def _report(cfg, vocab_size, manifest, summary, final_eval, before, after, score
     ]
     lines += [f"| {k} | {_mean_std(xs)} | {', '.join(f'{x:.3f}' for x in xs)} |" for k, xs in scores.items()]
     gap = 100 * (sum(scores["pretrained"]) - sum(scores["scratch"])) / len(scores["scratch"])
-    lines += ["", f"Pretrained − scratch: **{gap:+.1f} points**."]
-    lines += ["", "## Time", "", "| step | seconds |", "|---|---|"]
+    lines += ["", f"Pretrained − scratch: **{gap:+.1f} points**.", "", "## Time", "", "| step | seconds |", "|---|---|"]
     lines += [f"| {k} | {v:.0f} |" for k, v in timings.items()]
     lines += [""] + [f"![{p}]({p})" for p in plots] + [""]
     return "\n".join(lines)
@@ -372,8 +359,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
-    cfg = config_from_args(QuickstartConfig, args)
-    run(cfg)
+    run(config_from_args(QuickstartConfig, args))
     return 0
 
 

@@ -65,18 +65,20 @@ def moving_average(y: np.ndarray, window: int) -> np.ndarray:
     return (c[idx] - c[lo]) / (idx - lo)
 
 
-def _figure():
+def axes(figsize: tuple[float, float] = (6.4, 4.0)):
+    """The axes of a new figure on matplotlib's Agg canvas (no pyplot, no display)."""
     try:
         from matplotlib.figure import Figure
     except ImportError:
         raise ClozeformerError("plot needs matplotlib: pip install 'clozeformer[plot]'") from None
-    return Figure(figsize=(6.4, 4.0), dpi=100)
+    return Figure(figsize=figsize, dpi=100).add_subplot()
 
 
-def _save(fig, path: Path) -> Path:
-    fig.tight_layout()
+def save_png(ax, path: Path, dpi: float | str = "figure") -> Path:
+    """Write the figure of `ax` to `path` (atomically)."""
+    ax.figure.tight_layout()
     with atomic_path(path) as tmp:
-        fig.savefig(tmp, format="png")
+        ax.figure.savefig(tmp, format="png", dpi=dpi)
     return path
 
 
@@ -102,15 +104,13 @@ def plot_compare(runs: list[Path], out: Path, prefix: str = "", x: str = "minute
     curves = {run: validation_curve(run, x) for run in runs}
     written = []
     for col, name, ylabel in ((1, "val_loss", "validation MLM loss"), (2, "val_acc", "validation MLM accuracy")):
-        fig = _figure()
-        ax = fig.add_subplot()
+        ax = axes()
         for run, pts in curves.items():
             ax.plot([p[0] for p in pts], [p[col] for p in pts], "o-", markersize=3, label=run.name)
-        ax.set_xlabel(X_AXES[x][2])
-        ax.set_ylabel(ylabel)
+        ax.set(xlabel=X_AXES[x][2], ylabel=ylabel)
         ax.grid(alpha=0.3)
         ax.legend()
-        written.append(_save(fig, out / f"{prefix}compare-{name}.png"))
+        written.append(save_png(ax, out / f"{prefix}compare-{name}.png"))
     return written
 
 
@@ -119,7 +119,7 @@ def plot_run(cfg: PlotConfig) -> list[Path]:
     out = Path(cfg.out) if cfg.out else run / "plots"
     if cfg.compare:
         return plot_compare([run, *map(Path, cfg.compare)], out, cfg.prefix, cfg.x)
-    _figure()  # fails early without matplotlib
+    axes()  # fails early without matplotlib
     if not run.is_dir():
         raise ClozeformerError(f"{run}: no such run directory")
     records = read_metrics(run)
@@ -127,20 +127,18 @@ def plot_run(cfg: PlotConfig) -> list[Path]:
     evals = [r for r in records if r.get("kind") == "eval"]
     if not train:
         raise ClozeformerError(f"{run / METRICS_FILE}: no training steps logged (is this a pretraining run dir?)")
-    steps = np.array([r["step"] for r in train])
+    last_step = max(int(max(r["step"] for r in train)), 1)
 
-    def series(recs, key):
+    def series(recs, key):  # (steps, values) where `key` holds a number; a None key: no curve
         pts = [(r["step"], r[key]) for r in recs if isinstance(r.get(key), (int, float))]
-        return (np.array([p[0] for p in pts]), np.array([p[1] for p in pts])) if pts else (None, None)
+        return tuple(map(np.array, zip(*pts))) if pts else (None, None)
 
-    panels = [  # file, title, y label, [(train key, val key, label)]
-        ("loss", "loss", "cross-entropy", [("mlm_loss", "val_mlm_loss", "MLM"), ("nsp_loss", "val_nsp_loss", "NSP")]),
-        (
-            "mlm_accuracy",
-            "accuracy at masked positions",
-            "accuracy",
-            [("mlm_acc", "val_mlm_acc", "MLM"), ("nsp_acc", "val_nsp_acc", "NSP")],
-        ),
+    def mlm_nsp(metric):  # the MLM and NSP curves of a metric: [(train key, val key, label)]
+        return [(f"{k}_{metric}", f"val_{k}_{metric}", k.upper()) for k in ("mlm", "nsp")]
+
+    panels = [  # file, title, y label, curves
+        ("loss", "loss", "cross-entropy", mlm_nsp("loss")),
+        ("mlm_accuracy", "accuracy at masked positions", "accuracy", mlm_nsp("acc")),
         ("lr", "learning rate", "lr", [("lr", None, "lr")]),
         ("throughput", "throughput", "tokens / s", [("tokens_per_s", None, "tokens/s")]),
     ]
@@ -148,43 +146,27 @@ def plot_run(cfg: PlotConfig) -> list[Path]:
         for r in evals:
             if isinstance(r.get("val_rtd_replaced"), (int, float)):
                 r["val_rtd_all_original"] = 1.0 - r["val_rtd_replaced"]
-        panels.append(
-            (
-                "replaced_token",
-                "replaced-token detection, every token",
-                "accuracy",
-                [("rtd_acc", "val_rtd_acc", "discriminator"), (None, "val_rtd_all_original", "all 'original'")],
-            )
-        )
+        rtd = [("rtd_acc", "val_rtd_acc", "discriminator"), (None, "val_rtd_all_original", "all 'original'")]
+        panels.append(("replaced_token", "replaced-token detection, every token", "accuracy", rtd))
     written = []
     for name, title, ylabel, curves in panels:
-        fig = _figure()
-        ax = fig.add_subplot()
+        ax = axes()
+        smooth = name != "lr" and cfg.smooth > 1
         for i, (tkey, vkey, label) in enumerate(curves):
-            color = f"C{i}"
-            x, y = series(train, tkey) if tkey else (None, None)
+            x, y = series(train, tkey)
             if x is not None:
-                smooth = name not in ("lr",) and cfg.smooth > 1
                 if smooth:
-                    ax.plot(x, y, color=color, alpha=0.25, linewidth=0.8)
-                ax.plot(
-                    x,
-                    moving_average(y, cfg.smooth) if smooth else y,
-                    color=color,
-                    label=f"train {label}" + (f" (avg {cfg.smooth})" if smooth else ""),
-                )
-            if vkey:
-                vx, vy = series(evals, vkey)
-                if vx is not None:
-                    ax.plot(vx, vy, "o--", color=color, markersize=4, label=f"val {label}")
-        ax.set_title(f"{run.name}: {title}")
-        ax.set_xlabel("optimizer step")
-        ax.set_ylabel(ylabel)
-        ax.set_xlim(0, max(int(steps.max()), 1))
+                    ax.plot(x, y, color=f"C{i}", alpha=0.25, linewidth=0.8)
+                avg = f" (avg {cfg.smooth})" if smooth else ""
+                ax.plot(x, moving_average(y, cfg.smooth) if smooth else y, color=f"C{i}", label=f"train {label}{avg}")
+            vx, vy = series(evals, vkey)
+            if vx is not None:
+                ax.plot(vx, vy, "o--", color=f"C{i}", markersize=4, label=f"val {label}")
+        ax.set(title=f"{run.name}: {title}", xlabel="optimizer step", ylabel=ylabel, xlim=(0, last_step))
         ax.grid(alpha=0.3)
         if ax.get_legend_handles_labels()[0]:
             ax.legend()
-        written.append(_save(fig, out / f"{cfg.prefix}{name}.png"))
+        written.append(save_png(ax, out / f"{cfg.prefix}{name}.png"))
     return written
 
 
@@ -193,7 +175,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
-    cfg = config_from_args(PlotConfig, args)
-    for path in plot_run(cfg):
+    for path in plot_run(config_from_args(PlotConfig, args)):
         print(path)
     return 0
