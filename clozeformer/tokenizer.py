@@ -120,6 +120,29 @@ def infer_lowercase(tokens: Sequence[str]) -> bool:
     return all(tok == tok.lower() for tok in tokens if (tok[0], tok[-1]) not in (("[", "]"), ("<", ">")))
 
 
+def _bert_backend(vocab: dict[str, int] | None, lowercase: bool, chinese: bool = True, strip_accents: bool | None = None):
+    """A `tokenizers.Tokenizer`: WordPiece over `vocab` (None: to be trained) behind BERT's normalizer and pre-tokenizer."""
+    from tokenizers import Tokenizer as Backend
+    from tokenizers import models, normalizers, pre_tokenizers
+
+    model = models.WordPiece(
+        vocab,
+        unk_token=SPECIAL_TOKENS["unk"],
+        max_input_chars_per_word=MAX_INPUT_CHARS_PER_WORD,
+        continuing_subword_prefix=CONTINUATION_PREFIX,
+    )
+    backend = Backend(model)
+    backend.normalizer = normalizers.BertNormalizer(
+        clean_text=True, handle_chinese_chars=chinese, strip_accents=strip_accents, lowercase=lowercase
+    )
+    backend.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
+    return backend
+
+
+def _special_id(role: str) -> property:
+    return property(lambda self: self._vocab[SPECIAL_TOKENS[role]], doc=f"The id of {SPECIAL_TOKENS[role]}.")
+
+
 class Tokenizer:
     """A BERT WordPiece tokenizer over a fixed vocab (see module docstring)."""
 
@@ -132,8 +155,7 @@ class Tokenizer:
         strip_accents: bool | None = None,
         model_max_length: int = 512,
     ) -> None:
-        from tokenizers import Tokenizer as _Backend
-        from tokenizers import decoders, models, normalizers, pre_tokenizers, processors
+        from tokenizers import decoders, processors
 
         self._tokens: list[str] = list(vocab)
         self._vocab: dict[str, int] = {t: i for i, t in enumerate(self._tokens)}
@@ -145,21 +167,7 @@ class Tokenizer:
         self.strip_accents = strip_accents  # None: follow do_lower_case, as Google does
         self.model_max_length = int(model_max_length)
 
-        backend = _Backend(
-            models.WordPiece(
-                self._vocab,
-                unk_token=SPECIAL_TOKENS["unk"],
-                max_input_chars_per_word=MAX_INPUT_CHARS_PER_WORD,
-                continuing_subword_prefix=CONTINUATION_PREFIX,
-            )
-        )
-        backend.normalizer = normalizers.BertNormalizer(
-            clean_text=True,
-            handle_chinese_chars=self.tokenize_chinese_chars,
-            strip_accents=strip_accents,
-            lowercase=self.do_lower_case,
-        )
-        backend.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
+        self._backend = backend = _bert_backend(self._vocab, self.do_lower_case, self.tokenize_chinese_chars, strip_accents)
         cls, sep = SPECIAL_TOKENS["cls"], SPECIAL_TOKENS["sep"]
         backend.post_processor = processors.TemplateProcessing(
             single=f"{cls}:0 $A:0 {sep}:0",
@@ -169,7 +177,6 @@ class Tokenizer:
         backend.decoder = decoders.WordPiece(prefix=CONTINUATION_PREFIX, cleanup=True)
         # Special tokens typed in the text ("[MASK]") stay whole, as in BertTokenizerFast.
         backend.add_special_tokens(list(SPECIAL_TOKENS.values()))
-        self._backend = backend
         self._truncation: tuple | None = None
 
     # ---------------------------------------------------------------- loading / saving
@@ -208,10 +215,9 @@ class Tokenizer:
             lower = bool(cfg["do_lower_case"])
         else:
             lower = infer_lowercase(tokens)
-            why = "it has no uppercase tokens" if lower else "it has uppercase tokens"
             print(
-                f"tokenizer: no do_lower_case in {config_file.name}; inferred "
-                f"{'uncased' if lower else 'cased'} (do_lower_case={lower}) from {vocab_file.name}: {why}",
+                f"tokenizer: no do_lower_case in {config_file.name}; inferred {'uncased' if lower else 'cased'} "
+                f"(do_lower_case={lower}) from {vocab_file.name}: it has {'no ' if lower else ''}uppercase tokens",
                 file=sys.stderr,
             )
         return cls(
@@ -296,25 +302,11 @@ class Tokenizer:
     def __len__(self) -> int:
         return len(self._tokens)
 
-    @property
-    def pad_token_id(self) -> int:
-        return self._vocab[SPECIAL_TOKENS["pad"]]
-
-    @property
-    def unk_token_id(self) -> int:
-        return self._vocab[SPECIAL_TOKENS["unk"]]
-
-    @property
-    def cls_token_id(self) -> int:
-        return self._vocab[SPECIAL_TOKENS["cls"]]
-
-    @property
-    def sep_token_id(self) -> int:
-        return self._vocab[SPECIAL_TOKENS["sep"]]
-
-    @property
-    def mask_token_id(self) -> int:
-        return self._vocab[SPECIAL_TOKENS["mask"]]
+    pad_token_id = _special_id("pad")
+    unk_token_id = _special_id("unk")
+    cls_token_id = _special_id("cls")
+    sep_token_id = _special_id("sep")
+    mask_token_id = _special_id("mask")
 
     @property
     def special_ids(self) -> dict[str, int]:
@@ -336,18 +328,15 @@ class Tokenizer:
     def _set_truncation(self, max_length: int | None, truncation: Truncation, stride: int = 0) -> None:
         if truncation is True:
             truncation = "longest_first"
-        want = (
-            None
-            if (max_length is None or truncation in (False, None, "do_not_truncate"))
-            else (int(max_length), str(truncation), int(stride))
-        )
+        off = max_length is None or truncation in (False, None, "do_not_truncate")
+        want = None if off else (int(max_length), str(truncation), int(stride))
         if want == self._truncation:
             return
         if want is None:
             self._backend.no_truncation()
+        elif want[1] not in ("longest_first", "only_first", "only_second"):
+            raise ClozeformerError(f"truncation={truncation!r}: expected longest_first, only_first or only_second")
         else:
-            if want[1] not in ("longest_first", "only_first", "only_second"):
-                raise ClozeformerError(f"truncation={truncation!r}: expected longest_first, only_first or only_second")
             self._backend.enable_truncation(want[0], stride=want[2], strategy=want[1])
         self._truncation = want
 
@@ -430,8 +419,7 @@ class Tokenizer:
         (room for later domain tokens), then `[UNK] [CLS] [SEP] [MASK]`; with the default 99
         unused slots the ids are 0 / 100 / 101 / 102 / 103 exactly as in bert-base-*.
         """
-        from tokenizers import Tokenizer as _Backend
-        from tokenizers import models, normalizers, pre_tokenizers, trainers
+        from tokenizers import trainers
 
         specials = (
             [SPECIAL_TOKENS["pad"]]
@@ -440,11 +428,7 @@ class Tokenizer:
         )
         if vocab_size < len(specials) + 2:
             raise ClozeformerError(f"vocab_size={vocab_size} is too small for {len(specials)} special tokens")
-        backend = _Backend(models.WordPiece(unk_token=SPECIAL_TOKENS["unk"], max_input_chars_per_word=MAX_INPUT_CHARS_PER_WORD))
-        backend.normalizer = normalizers.BertNormalizer(
-            clean_text=True, handle_chinese_chars=True, strip_accents=None, lowercase=do_lower_case
-        )
-        backend.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
+        backend = _bert_backend(None, do_lower_case)
         trainer = trainers.WordPieceTrainer(
             vocab_size=vocab_size,
             min_frequency=min_frequency,

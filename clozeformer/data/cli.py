@@ -17,22 +17,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_config_args(parser, PrepareConfig)
     # Shorthands for --mode, as in the original scripts' vocabulary.
     group = parser.add_mutually_exclusive_group()
-    group.add_argument(
-        "--nsp",
-        dest="mode",
-        action="store_const",
-        const="nsp",
-        default=argparse.SUPPRESS,
-        help="same as --mode nsp (BERT sentence pairs + next-sentence labels)",
-    )
-    group.add_argument(
-        "--packed",
-        dest="mode",
-        action="store_const",
-        const="packed",
-        default=argparse.SUPPRESS,
-        help="same as --mode packed (RoBERTa FULL-SENTENCES, the default)",
-    )
+    for mode, what in (("nsp", "BERT sentence pairs + next-sentence labels"), ("packed", "RoBERTa FULL-SENTENCES, the default")):
+        text = f"same as --mode {mode} ({what})"
+        group.add_argument(f"--{mode}", dest="mode", action="store_const", const=mode, default=argparse.SUPPRESS, help=text)
 
 
 def main(args: argparse.Namespace) -> int:

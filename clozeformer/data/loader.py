@@ -26,14 +26,7 @@ from typing import Any
 import numpy as np
 
 from clozeformer.data.manifest import MANIFEST, Manifest
-from clozeformer.data.masking import (
-    IGNORE_INDEX,
-    MaskingConfig,
-    TokenTable,
-    mask_tokens,
-    next_token_labels,
-    sample_keys,
-)
+from clozeformer.data.masking import IGNORE_INDEX, MaskingConfig, TokenTable, mask_tokens, next_token_labels, sample_keys
 from clozeformer.errors import ClozeformerError
 from clozeformer.padding import pad_right
 
@@ -167,12 +160,8 @@ class PretrainLoader:
     def _permutation(self, epoch: int) -> np.ndarray:
         if self._perm_epoch != epoch:
             n = len(self.dataset)
-            if self.shuffle:
-                rng = np.random.Generator(np.random.PCG64(np.random.SeedSequence([self.seed, epoch])))
-                self._perm = rng.permutation(n)
-            else:
-                self._perm = np.arange(n)
-            self._perm_epoch = epoch
+            rng = np.random.Generator(np.random.PCG64(np.random.SeedSequence([self.seed, epoch])))
+            self._perm, self._perm_epoch = rng.permutation(n) if self.shuffle else np.arange(n), epoch
         return self._perm
 
     def batch_indices(self, epoch: int, step: int) -> np.ndarray:
@@ -194,7 +183,6 @@ class PretrainLoader:
                 f"{self.dataset.dir}: sequence {bad} of the {self.split} split holds token id {int(ids.max())}, "
                 f"not below the manifest's vocab_size {self.vocab_size}: the shard is corrupt"
             )
-        pos = np.arange(ids.shape[1])[None, :]
         if self.dataset.static:
             labels, _ = pad_right([r["labels"] for r in rows], IGNORE_INDEX, ids.shape[1])
             masked = ids
@@ -207,15 +195,11 @@ class PretrainLoader:
             masked, labels = ids, next_token_labels(ids, attn)
         if self.dataset.nsp:
             b_start = np.fromiter((r["b_start"] for r in rows), dtype=np.int64, count=len(rows))
-            types = ((pos >= b_start[:, None]) & (attn == 1)).astype(np.int64)
+            types = ((np.arange(ids.shape[1])[None, :] >= b_start[:, None]) & (attn == 1)).astype(np.int64)
         else:
             types = np.zeros_like(ids)
-        batch = {
-            "input_ids": torch.from_numpy(masked),
-            "token_type_ids": torch.from_numpy(types),
-            "attention_mask": torch.from_numpy(attn),
-            "labels": torch.from_numpy(labels),
-        }
+        arrays = {"input_ids": masked, "token_type_ids": types, "attention_mask": attn, "labels": labels}
+        batch = {k: torch.from_numpy(v) for k, v in arrays.items()}
         if self.dataset.nsp:
             batch["next_sentence_label"] = torch.tensor([r["next_sentence_label"] for r in rows], dtype=torch.long)
         return batch
@@ -265,15 +249,11 @@ class PretrainLoader:
 
     def load_state_dict(self, state: dict) -> None:
         """Continue where `state` was taken. The number of ranks may change if the global batch does not."""
-        for key, mine in (
-            ("seed", self.seed),
-            ("global_batch_size", self.global_batch_size),
-            ("num_sequences", len(self.dataset)),
-            ("shuffle", self.shuffle),
-        ):
-            if key in state and state[key] != mine:
+        mine = self.state_dict()
+        for key in ("seed", "global_batch_size", "num_sequences", "shuffle"):
+            if key in state and state[key] != mine[key]:
                 raise ClozeformerError(
-                    f"loader state: {key} was {state[key]!r} but this loader has {mine!r}; "
+                    f"loader state: {key} was {state[key]!r} but this loader has {mine[key]!r}; "
                     "resuming would not reproduce the data order"
                 )
         try:

@@ -37,6 +37,11 @@ _MISSING: Any = object()
 
 
 # ----------------------------------------------------------------------------- the facts
+def _set(d: dict[str, Any]) -> dict[str, Any]:
+    """`d` less its None values (not recorded, so not written)."""
+    return {k: v for k, v in d.items() if v is not None}
+
+
 @dataclass(frozen=True)
 class Shard:
     """One shard's files (names inside DATA_DIR; see prepare.py for their layout) and counts."""
@@ -50,7 +55,7 @@ class Shard:
     labels: str | None = None  # static masking only
 
     def to_json(self) -> dict[str, Any]:
-        return {k: v for k, v in asdict(self).items() if v is not None}
+        return _set(asdict(self))
 
     @classmethod
     def from_json(cls, r: _Fields) -> Shard:
@@ -79,18 +84,16 @@ class Split:
         return round(self.num_tokens / self.num_sequences, 2) if self.num_sequences else None
 
     def to_json(self) -> dict[str, Any]:
-        out: dict[str, Any] = {
-            "num_sequences": self.num_sequences,
-            "num_tokens": self.num_tokens,
-            "shards": [s.to_json() for s in self.shards],
-        }
-        if self.random_next_fraction is not None:
-            out["random_next_fraction"] = self.random_next_fraction
-        if self.num_sequences:
-            out["mean_length"] = self.mean_length
-        if self.max_length is not None:
-            out["max_length"] = self.max_length
-        return out
+        return _set(
+            {
+                "num_sequences": self.num_sequences,
+                "num_tokens": self.num_tokens,
+                "shards": [s.to_json() for s in self.shards],
+                "random_next_fraction": self.random_next_fraction,
+                "mean_length": self.mean_length,
+                "max_length": self.max_length,
+            }
+        )
 
     @classmethod
     def from_json(cls, r: _Fields) -> Split:
@@ -132,7 +135,7 @@ class TokenizerInfo:
     do_lower_case: bool | None = None
 
     def to_json(self) -> dict[str, Any]:
-        return {k: v for k, v in asdict(self).items() if v is not None}
+        return _set(asdict(self))
 
     @classmethod
     def from_json(cls, r: _Fields) -> TokenizerInfo:
@@ -174,21 +177,10 @@ class Manifest:
     def nsp(self) -> bool:
         return self.mode == "nsp"
 
-    @property
-    def num_train(self) -> int:
-        return self.splits.get("train", EMPTY_SPLIT).num_sequences
-
-    @property
-    def num_val(self) -> int:
-        return self.splits.get("val", EMPTY_SPLIT).num_sequences
-
-    @property
-    def train_tokens(self) -> int:
-        return self.splits.get("train", EMPTY_SPLIT).num_tokens
-
-    @property
-    def val_tokens(self) -> int:
-        return self.splits.get("val", EMPTY_SPLIT).num_tokens
+    num_train = property(lambda self: self.splits.get("train", EMPTY_SPLIT).num_sequences)
+    num_val = property(lambda self: self.splits.get("val", EMPTY_SPLIT).num_sequences)
+    train_tokens = property(lambda self: self.splits.get("train", EMPTY_SPLIT).num_tokens)
+    val_tokens = property(lambda self: self.splits.get("val", EMPTY_SPLIT).num_tokens)
 
     @property
     def tokenizer_dir(self) -> str:
@@ -197,36 +189,32 @@ class Manifest:
     # ------------------------------------------------------------------ the file
     def to_json(self) -> dict[str, Any]:
         """The manifest.json object, the derived copies included (keys in the order of format 1)."""
-        sp = self.special_ids.as_dict()
-        out: dict[str, Any] = {
-            "format_version": self.format_version,
-            "mode": self.mode,
-            "seq_len": self.seq_len,
-            "vocab_size": self.vocab_size,
-            "token_dtype": self.token_dtype,
-            "static_masking": self.static_masking,
-            "dupe_factor": self.dupe_factor,
-            "num_train": self.num_train,
-            "num_val": self.num_val,
-            "train_tokens": self.train_tokens,
-            "val_tokens": self.val_tokens,
-            "special_ids": sp,
-            **{f"{role}_token_id": i for role, i in sp.items()},
-        }
-        if self.tokenizer is not None:
-            out["tokenizer"] = self.tokenizer.to_json()
-            if self.tokenizer.hash is not None:
-                out["tokenizer_hash"] = self.tokenizer.hash
-        optional = {
-            "documents": asdict(self.documents) if self.documents is not None else None,
-            "sentences": self.sentences,
-            "corpus_tokens": self.corpus_tokens,
-            "reader": asdict(self.reader) if self.reader is not None else None,
-            "settings": self.settings,
-        }
-        out.update((k, v) for k, v in optional.items() if v is not None)
-        out["splits"] = {name: split.to_json() for name, split in self.splits.items()}
-        return out
+        sp, tok = self.special_ids.as_dict(), self.tokenizer
+        return _set(
+            {
+                "format_version": self.format_version,
+                "mode": self.mode,
+                "seq_len": self.seq_len,
+                "vocab_size": self.vocab_size,
+                "token_dtype": self.token_dtype,
+                "static_masking": self.static_masking,
+                "dupe_factor": self.dupe_factor,
+                "num_train": self.num_train,
+                "num_val": self.num_val,
+                "train_tokens": self.train_tokens,
+                "val_tokens": self.val_tokens,
+                "special_ids": sp,
+                **{f"{role}_token_id": i for role, i in sp.items()},
+                "tokenizer": tok.to_json() if tok else None,
+                "tokenizer_hash": tok.hash if tok else None,
+                "documents": asdict(self.documents) if self.documents else None,
+                "sentences": self.sentences,
+                "corpus_tokens": self.corpus_tokens,
+                "reader": asdict(self.reader) if self.reader else None,
+                "settings": self.settings,
+                "splits": {name: split.to_json() for name, split in self.splits.items()},
+            }
+        )
 
     def write(self, directory: str | Path) -> None:
         from clozeformer.io import atomic_write_json
@@ -308,10 +296,6 @@ def _is_number(v: Any) -> bool:
     return isinstance(v, (int, float)) and not isinstance(v, bool)
 
 
-def _choices(options: tuple[str, ...]) -> str:
-    return f"{', '.join(options[:-1])} or {options[-1]}"
-
-
 class _Fields:
     """The fields of one JSON object of a manifest, read typed; the first wrong one raises,
     naming the file and the field's path (`splits.train.shards[3].num_tokens`)."""
@@ -336,7 +320,7 @@ class _Fields:
 
     def text(self, key: str, options: tuple[str, ...] = (), default: Any = _MISSING) -> str:
         ok = (lambda v: v in options) if options else (lambda v: isinstance(v, str) and v != "")
-        return self.get(key, ok, _choices(options) if options else "a non-empty string", default)
+        return self.get(key, ok, f"{', '.join(options[:-1])} or {options[-1]}" if options else "a non-empty string", default)
 
     def flag(self, key: str, default: Any = _MISSING) -> bool:
         return self.get(key, lambda v: isinstance(v, bool), "true or false", default)
@@ -357,16 +341,13 @@ class _Fields:
         return None if obj is None else _Fields(obj, self.file, f"{self.prefix}{key}.")
 
     def children(self) -> list[tuple[str, _Fields]]:
-        """Every field, each an object (the splits)."""
+        """Every field, each an object (the splits; the shards, via `objects`)."""
         return [(key, self.child(key, required=True)) for key in self.obj]
 
     def objects(self, key: str) -> list[_Fields]:
         """The list of objects under `key` (the shards)."""
         items = self.get(key, lambda v: isinstance(v, list), "a list")
-        for i, item in enumerate(items):
-            if not isinstance(item, dict):
-                self.fail(f"{key}[{i}]", "an object", item)
-        return [_Fields(item, self.file, f"{self.prefix}{key}[{i}].") for i, item in enumerate(items)]
+        return [r for _, r in _Fields({f"{key}[{i}]": v for i, v in enumerate(items)}, self.file, self.prefix).children()]
 
     def same(self, key: str, stored: Any, derived: Any, source: str) -> None:
         """A stored copy (None: absent) must equal what it is a copy of."""

@@ -99,8 +99,7 @@ class TokenTable:
         never[[special_ids["pad"], special_ids["cls"], special_ids["sep"], special_ids["mask"]]] = True
         cont = np.fromiter((t.startswith("##") for t in tokens), dtype=bool, count=v)
         bracketed = np.fromiter(((t[:1], t[-1:]) in (("[", "]"), ("<", ">")) for t in tokens), dtype=bool, count=v)
-        repl = np.flatnonzero(~bracketed & ~never)
-        repl = np.setdiff1d(repl, list(special_ids.values()))
+        repl = np.setdiff1d(np.flatnonzero(~bracketed & ~never), list(special_ids.values()))
         if repl.size == 0:
             raise ClozeformerError("vocab has no ordinary tokens to use as random replacements")
         return cls(special_ids["mask"], special_ids["pad"], never, cont, repl.astype(np.int64))
@@ -125,9 +124,7 @@ def mask_tokens(
     cand = ~table.never_mask[ids]  # (B, T)
     if attention_mask is not None:
         cand &= np.asarray(attention_mask, dtype=bool)
-    u_choose = uniform(keys, t, 0)
-    u_action = uniform(keys, t, 1)
-    u_token = uniform(keys, t, 2)
+    u_choose, u_action, u_token = (uniform(keys, t, stream) for stream in range(3))
     pos = np.broadcast_to(np.arange(t), (b, t))
 
     if cfg.whole_word:
@@ -138,9 +135,7 @@ def mask_tokens(
         start_pos = np.maximum.accumulate(np.where(starts, pos, 0), axis=1)  # (B, T) where each word begins
         u_unit = np.take_along_axis(u_choose, start_pos, axis=1)  # one draw per word, shared by its pieces
     else:
-        starts = cand
-        start_pos = pos
-        u_unit = u_choose
+        starts, start_pos, u_unit = cand, pos, u_choose
 
     if cfg.strategy == "bernoulli":
         chosen = cand & (u_unit < cfg.mlm_probability)
@@ -218,16 +213,11 @@ class ClozeCollator:
             masked = ids
         else:
             masked, labels = mask_tokens(ids, keys, self.table, self.masking, attn)
-        out = {
-            "input_ids": torch.from_numpy(masked),
-            "attention_mask": torch.from_numpy(attn),
-            "labels": torch.from_numpy(labels),
-        }
+        types = np.zeros_like(ids)
         if "token_type_ids" in first:
-            tt, _ = pad_right([ex["token_type_ids"] for ex in examples], 0, ids.shape[1])
-            out["token_type_ids"] = torch.from_numpy(tt)
-        else:
-            out["token_type_ids"] = torch.zeros_like(out["input_ids"])
+            types, _ = pad_right([ex["token_type_ids"] for ex in examples], 0, ids.shape[1])
+        arrays = {"input_ids": masked, "attention_mask": attn, "labels": labels, "token_type_ids": types}
+        out = {k: torch.from_numpy(v) for k, v in arrays.items()}
         if "next_sentence_label" in first:
             out["next_sentence_label"] = torch.tensor([int(ex["next_sentence_label"]) for ex in examples])
         return out

@@ -41,7 +41,7 @@ from typing import Literal
 import numpy as np
 
 from clozeformer.cliutil import SEED_RANGE, config_dict
-from clozeformer.data.manifest import FORMAT_VERSION, DocumentCounts, Manifest, Shard, SpecialIds, Split, TokenizerInfo
+from clozeformer.data.manifest import DocumentCounts, Manifest, Shard, SpecialIds, Split, TokenizerInfo
 from clozeformer.data.masking import MaskingConfig, TokenTable, mask_tokens, sample_keys
 from clozeformer.data.readers import FORMATS, CorpusReader, Document, ReaderStats
 from clozeformer.errors import ClozeformerError
@@ -51,6 +51,11 @@ SPLITS = ("train", "val")
 STATIC_MASK_EPOCH = 1 << 40  # keys of prepare-time masks never collide with a loader epoch's
 CHUNK_CHARS = 1 << 20  # text per worker task
 NSP_RANDOM_NEXT_PROB = 0.5
+
+
+def _require(ok: bool, message: str) -> None:
+    if not ok:
+        raise ClozeformerError(message)
 
 
 @dataclass
@@ -86,32 +91,22 @@ class PrepareConfig:
     def __post_init__(self) -> None:
         if isinstance(self.input, str):
             self.input = [self.input]
-        if not self.input:
-            raise ClozeformerError("--input: give at least one file, directory or glob")
-        if not self.tokenizer:
-            raise ClozeformerError("--tokenizer: give the tokenizer directory (with vocab.txt)")
-        if not self.out:
-            raise ClozeformerError("--out: give the output directory")
-        if self.mode not in ("packed", "nsp"):
-            raise ClozeformerError(f"--mode {self.mode!r}: expected packed or nsp")
-        if self.format not in FORMATS:
-            raise ClozeformerError(f"--format {self.format!r}: expected one of {', '.join(FORMATS)}")
-        if not 8 <= self.seq_len <= 65535:
-            raise ClozeformerError(f"--seq-len {self.seq_len}: must be between 8 and 65535")
-        if self.dupe_factor < 1:
-            raise ClozeformerError(f"--dupe-factor {self.dupe_factor}: must be >= 1")
-        if self.dupe_factor > 1 and not self.static_masking:
-            raise ClozeformerError(
-                "--dupe-factor only makes sense with --static-masking (dynamic masking draws new masks every epoch)"
-            )
-        if not 0.0 <= self.val_fraction < 1.0:
-            raise ClozeformerError(f"--val-fraction {self.val_fraction}: must be in [0, 1)")
-        if not 0.0 <= self.short_seq_prob <= 1.0:
-            raise ClozeformerError(f"--short-seq-prob {self.short_seq_prob}: must be in [0, 1]")
-        if self.workers < 0:
-            raise ClozeformerError(f"--workers {self.workers}: must be >= 0")
-        if self.shard_tokens < self.seq_len:
-            raise ClozeformerError(f"--shard-tokens {self.shard_tokens}: must be at least --seq-len")
+        # In this order: the first problem is the one reported.
+        _require(bool(self.input), "--input: give at least one file, directory or glob")
+        _require(bool(self.tokenizer), "--tokenizer: give the tokenizer directory (with vocab.txt)")
+        _require(bool(self.out), "--out: give the output directory")
+        _require(self.mode in ("packed", "nsp"), f"--mode {self.mode!r}: expected packed or nsp")
+        _require(self.format in FORMATS, f"--format {self.format!r}: expected one of {', '.join(FORMATS)}")
+        _require(8 <= self.seq_len <= 65535, f"--seq-len {self.seq_len}: must be between 8 and 65535")
+        _require(self.dupe_factor >= 1, f"--dupe-factor {self.dupe_factor}: must be >= 1")
+        _require(
+            self.dupe_factor <= 1 or self.static_masking,
+            "--dupe-factor only makes sense with --static-masking (dynamic masking draws new masks every epoch)",
+        )
+        _require(0.0 <= self.val_fraction < 1.0, f"--val-fraction {self.val_fraction}: must be in [0, 1)")
+        _require(0.0 <= self.short_seq_prob <= 1.0, f"--short-seq-prob {self.short_seq_prob}: must be in [0, 1]")
+        _require(self.workers >= 0, f"--workers {self.workers}: must be >= 0")
+        _require(self.shard_tokens >= self.seq_len, f"--shard-tokens {self.shard_tokens}: must be at least --seq-len")
         self.masking()  # validates the static masking fields
 
     def masking(self) -> MaskingConfig:
@@ -161,8 +156,8 @@ class _TokenizerPool:
     """Ordered map of chunks -> token ids over worker processes, with a bounded number in flight."""
 
     def __init__(self, tokenizer_json: str, workers: int) -> None:
-        self.workers = workers
         self.pending: collections.deque = collections.deque()
+        self.pool, self.max_inflight = None, 2 * workers + 1
         if workers > 0:
             import multiprocessing as mp
             from concurrent.futures import ProcessPoolExecutor
@@ -172,39 +167,31 @@ class _TokenizerPool:
             self.pool = ProcessPoolExecutor(
                 workers, mp_context=mp.get_context("spawn"), initializer=_init_worker, initargs=(tokenizer_json, os.getpid())
             )
-            self.max_inflight = 2 * workers + 1
         else:
             from tokenizers import Tokenizer as Backend
 
-            self.pool = None
             self.backend = Backend.from_str(tokenizer_json)
-            self.max_inflight = 1
 
-    def submit(self, meta, docs) -> Iterator:
-        """Queue a chunk; yield (meta, result) for chunks that must be collected to stay bounded."""
-        if self.pool is None:
-            self.pending.append((meta, _tokenize_docs(docs, self.backend)))
-        else:
-            self.pending.append((meta, self.pool.submit(_tokenize_docs, docs)))
-        while len(self.pending) >= self.max_inflight:
+    def map(self, chunks: Iterator[tuple[list[str], list[Document]]]) -> Iterator:
+        """(meta, token ids) for each (meta, documents) chunk, in order; at most `max_inflight` queued."""
+        for meta, docs in chunks:
+            job = _tokenize_docs(docs, self.backend) if self.pool is None else self.pool.submit(_tokenize_docs, docs)
+            self.pending.append((meta, job))
+            while len(self.pending) >= self.max_inflight:
+                yield self._pop()
+        while self.pending:
             yield self._pop()
 
     def _pop(self):
         from concurrent.futures.process import BrokenProcessPool
 
         meta, res = self.pending.popleft()
-        if self.pool is None:
-            return meta, res
         try:
-            return meta, res.result()
+            return meta, res if self.pool is None else res.result()
         except BrokenProcessPool:
             raise ClozeformerError(
                 "a tokenizer worker process died (out of memory? killed?); retry, or use --workers 0 to tokenize in this process"
             ) from None
-
-    def drain(self) -> Iterator:
-        while self.pending:
-            yield self._pop()
 
     def close(self) -> None:
         if self.pool is not None:
@@ -296,12 +283,9 @@ class NspBuilder:
         self, seq_len: int, cls_id: int, sep_id: int, rng: random.Random, short_seq_prob: float, pool_tokens: int
     ) -> None:
         self.max_num_tokens = seq_len - 3
-        self.cls, self.sep = cls_id, sep_id
-        self.rng = rng
-        self.short_seq_prob = short_seq_prob
-        self.pool: collections.deque[list[np.ndarray]] = collections.deque()
-        self.pool_size = 0
-        self.pool_tokens = pool_tokens
+        self.cls, self.sep, self.rng, self.short_seq_prob = cls_id, sep_id, rng, short_seq_prob
+        self.pool: collections.deque[list[np.ndarray]] = collections.deque()  # recent documents, for random B
+        self.pool_size, self.pool_tokens = 0, pool_tokens
 
     def _target(self) -> int:
         if self.rng.random() < self.short_seq_prob:
@@ -312,16 +296,11 @@ class NspBuilder:
         # Google's truncate_seq_pair, with counters instead of list deletions.
         af, ab, bf, bb = 0, len(a), 0, len(b)
         while (ab - af) + (bb - bf) > self.max_num_tokens:
+            front = self.rng.random() < 0.5  # the end to trim, of the longer segment
             if ab - af > bb - bf:
-                if self.rng.random() < 0.5:
-                    af += 1
-                else:
-                    ab -= 1
+                af, ab = af + front, ab - (not front)
             else:
-                if self.rng.random() < 0.5:
-                    bf += 1
-                else:
-                    bb -= 1
+                bf, bb = bf + front, bb - (not front)
         return a[af:ab], b[bf:bb]
 
     def _instance(self, a: np.ndarray, b: np.ndarray, is_random: bool) -> Instance:
@@ -390,15 +369,9 @@ class ShardWriter:
         self.dir, self.split, self.dtype = directory, split, dtype
         self.shard_tokens, self.nsp, self.masker = shard_tokens, nsp, masker
         self.pending: list[Instance] = []
-        self.buf: list[np.ndarray] = []
-        self.buf_labels: list[np.ndarray] = []
-        self.buf_b: list[int] = []
-        self.buf_nsp: list[int] = []
-        self.buf_tokens = 0
+        self.buf: list[tuple] = []  # per sequence of the shard: (tokens, labels or None, b_start, nsp label)
         self.shards: list[Shard] = []
-        self.num_sequences = 0
-        self.num_random_next = 0
-        self.lengths = collections.Counter()
+        self.buf_tokens = self.num_sequences = self.num_random_next = self.max_length = 0
 
     def add(self, inst: Instance) -> None:
         self.pending.append(inst)
@@ -408,18 +381,15 @@ class ShardWriter:
     def _commit(self) -> None:
         if not self.pending:
             return
-        labels = None
+        ids = labels = None
         if self.masker is not None:
             ids, labels = self.masker([p.tokens for p in self.pending], self.num_sequences + len(self.buf))
         for j, inst in enumerate(self.pending):
-            tokens = inst.tokens
-            if labels is not None:
-                tokens = ids[j, : len(tokens)]
-                self.buf_labels.append(labels[j, : len(tokens)].astype(np.int32))
-            self.buf.append(tokens.astype(self.dtype))
-            self.buf_b.append(inst.b_start)
-            self.buf_nsp.append(inst.nsp_label)
-            self.buf_tokens += len(tokens)
+            n = len(inst.tokens)
+            tokens = inst.tokens if ids is None else ids[j, :n]
+            label = None if labels is None else labels[j, :n].astype(np.int32)
+            self.buf.append((tokens.astype(self.dtype), label, inst.b_start, inst.nsp_label))
+            self.buf_tokens += n
             if self.buf_tokens >= self.shard_tokens:
                 self._flush()
         self.pending = []
@@ -432,31 +402,29 @@ class ShardWriter:
     def _flush(self) -> None:
         if not self.buf:
             return
-        k = len(self.shards)
-        stem = f"{self.split}-{k:05d}"
-        lens = np.fromiter((len(x) for x in self.buf), dtype=np.int64, count=len(self.buf))
-        offsets = np.zeros(len(self.buf) + 1, dtype=np.int64)
-        np.cumsum(lens, out=offsets[1:])
-        tokens = self._save(f"{stem}.tokens.npy", np.concatenate(self.buf))
-        offsets_file = self._save(f"{stem}.offsets.npy", offsets)
+        stem = f"{self.split}-{len(self.shards):05d}"
+        seqs, labels, b_start, nsp = zip(*self.buf)
+        lens = np.fromiter(map(len, seqs), dtype=np.int64, count=len(seqs))
+        tokens = self._save(f"{stem}.tokens.npy", np.concatenate(seqs))
+        offsets_file = self._save(f"{stem}.offsets.npy", np.pad(np.cumsum(lens), (1, 0)))
         files = {}
         if self.nsp:
-            files["b_start"] = self._save(f"{stem}.b_start.npy", np.asarray(self.buf_b, dtype=np.int32))
-            files["nsp"] = self._save(f"{stem}.nsp.npy", np.asarray(self.buf_nsp, dtype=np.uint8))
-            self.num_random_next += int(sum(self.buf_nsp))
-        if self.buf_labels:
-            files["labels"] = self._save(f"{stem}.labels.npy", np.concatenate(self.buf_labels))
+            files["b_start"] = self._save(f"{stem}.b_start.npy", np.asarray(b_start, dtype=np.int32))
+            files["nsp"] = self._save(f"{stem}.nsp.npy", np.asarray(nsp, dtype=np.uint8))
+            self.num_random_next += int(sum(nsp))
+        if self.masker is not None:
+            files["labels"] = self._save(f"{stem}.labels.npy", np.concatenate(labels))
         self.shards.append(Shard(tokens, offsets_file, len(self.buf), int(lens.sum()), **files))
-        self.lengths.update(lens.tolist())
+        self.max_length = max(self.max_length, int(lens.max()))
         self.num_sequences += len(self.buf)
-        self.buf, self.buf_labels, self.buf_b, self.buf_nsp, self.buf_tokens = [], [], [], [], 0
+        self.buf, self.buf_tokens = [], 0
 
     def close(self) -> Split:
         self._commit()
         self._flush()
         return Split(
             tuple(self.shards),
-            max_length=max(self.lengths) if self.num_sequences else None,
+            max_length=self.max_length if self.num_sequences else None,
             random_next_fraction=self.num_random_next / max(1, self.num_sequences) if self.nsp else None,
         )
 
@@ -482,9 +450,8 @@ def _is_val(digest: bytes, seed: int, threshold: int) -> bool:
 
 def _peak_rss_mb() -> tuple[float, float]:
     """(this process, largest finished child) peak resident set size in MB (Linux reports KiB)."""
-    scale = 1024 if sys.platform != "darwin" else 1
-    me = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * scale / 2**20
-    kids = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss * scale / 2**20
+    scale = (1024 if sys.platform != "darwin" else 1) / 2**20
+    me, kids = (resource.getrusage(who).ru_maxrss * scale for who in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN))
     return me, kids
 
 
@@ -551,10 +518,8 @@ class _SplitOutput:
         self.nsp = isinstance(builder, NspBuilder)
 
     def add_document(self, sentences: list[np.ndarray]) -> None:
-        if self.nsp:
-            self._write(self.builder.add_document(sentences, self.dupe_factor))
-        else:
-            self._write(self.builder.add_document(sentences))
+        extra = (self.dupe_factor,) if self.nsp else ()
+        self._write(self.builder.add_document(sentences, *extra))
 
     def _write(self, instances: Iterator[Instance]) -> None:
         for inst in instances:
@@ -570,9 +535,7 @@ class _SplitOutput:
 def _chunks(reader: CorpusReader, cfg: PrepareConfig) -> Iterator[tuple[list[str], list[Document]]]:
     """The corpus in chunks of ~CHUNK_CHARS of text: (split of each document, the documents)."""
     threshold = _val_threshold(cfg.val_fraction)
-    meta: list[str] = []
-    docs: list[Document] = []
-    size = 0
+    meta, docs, size = [], [], 0
     for doc in reader:
         meta.append("val" if _is_val(doc.digest(), cfg.seed, threshold) else "train")
         docs.append(doc)
@@ -587,42 +550,23 @@ def _chunks(reader: CorpusReader, cfg: PrepareConfig) -> Iterator[tuple[list[str
 def _tokenize_into(outputs: dict[str, _SplitOutput], reader: CorpusReader, tok, cfg: PrepareConfig) -> collections.Counter:
     """Tokenize the corpus on the worker pool and feed each document, in order, to its split's
     output; returns the counts of documents, sentences and tokens."""
-    from tqdm import tqdm
-
     counts = collections.Counter()
     pool = _TokenizerPool(tok.backend.to_str(), cfg.workers)
-    bar = tqdm(
-        total=reader.disk_bytes_total,
-        unit="B",
-        unit_scale=True,
-        desc="prepare",
-        disable=not cfg.progress,
-        dynamic_ncols=True,
-        smoothing=0.05,
-    )
+    bar = reader.progress_bar("prepare", cfg.progress, smoothing=0.05)
     t_start = time.perf_counter()
-
-    def consume(meta, results) -> None:
-        for split, (flat, lens) in zip(meta, results):
-            if len(lens) == 0:
-                counts["empty_documents"] += 1
-                continue
-            counts[f"{split}_documents"] += 1
-            counts["sentences"] += len(lens)
-            counts["tokens"] += len(flat)
-            outputs[split].add_document(np.split(flat, np.cumsum(lens)[:-1]))
-        bar.update(reader.disk_bytes_done() - bar.n)
-        dt = max(time.perf_counter() - t_start, 1e-9)
-        bar.set_postfix_str(
-            f"{reader.stats.bytes / dt / 1e6:.1f} MB/s text, {counts['tokens'] / dt / 1e3:.0f}k tok/s", refresh=False
-        )
-
     try:
-        for meta, docs in _chunks(reader, cfg):
-            for m, r in pool.submit(meta, docs):
-                consume(m, r)
-        for m, r in pool.drain():
-            consume(m, r)
+        for meta, results in pool.map(_chunks(reader, cfg)):
+            for split, (flat, lens) in zip(meta, results):
+                if len(lens) == 0:
+                    counts["empty_documents"] += 1
+                    continue
+                counts.update({f"{split}_documents": 1, "sentences": len(lens), "tokens": len(flat)})
+                outputs[split].add_document(np.split(flat, np.cumsum(lens)[:-1]))
+            bar.update(reader.disk_bytes_done() - bar.n)
+            dt = max(time.perf_counter() - t_start, 1e-9)
+            bar.set_postfix_str(
+                f"{reader.stats.bytes / dt / 1e6:.1f} MB/s text, {counts['tokens'] / dt / 1e3:.0f}k tok/s", refresh=False
+            )
         pool.close()
     except BaseException:
         pool.terminate()
@@ -643,7 +587,6 @@ def _manifest(cfg: PrepareConfig, tok, stats: ReaderStats, counts: collections.C
         splits=splits,
         static_masking=cfg.static_masking,
         dupe_factor=cfg.dupe_factor,
-        format_version=FORMAT_VERSION,
         tokenizer=TokenizerInfo("tokenizer", tok.fingerprint, tok.do_lower_case),
         documents=DocumentCounts(counts["train_documents"], counts["val_documents"], counts["empty_documents"]),
         sentences=counts["sentences"],

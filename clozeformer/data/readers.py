@@ -184,20 +184,18 @@ def expand_inputs(inputs: Sequence[str | os.PathLike]) -> list[InputFile]:
         p = Path(item)
         if p.is_file():
             out.append(InputFile(p, True))
-        elif p.is_dir():
-            found = sorted(
-                q for q in p.rglob("*") if q.is_file() and not any(part.startswith(".") for part in q.relative_to(p).parts)
-            )
-            if not found:
-                raise ClozeformerError(f"{p}: directory has no files")
-            out.extend(InputFile(q, False) for q in found)
+            continue
+        if p.is_dir():
+            found = sorted(q for q in p.rglob("*") if q.is_file() and not any(s.startswith(".") for s in q.relative_to(p).parts))
+            empty = f"{p}: directory has no files"
         elif any(c in str(item) for c in "*?["):  # a glob
             found = sorted(Path(q) for q in glob.glob(str(item), recursive=True) if Path(q).is_file())
-            if not found:
-                raise ClozeformerError(f"{item}: no files match this pattern")
-            out.extend(InputFile(q, False) for q in found)
+            empty = f"{item}: no files match this pattern"
         else:
             raise ClozeformerError(f"{p}: no such file or directory")
+        if not found:
+            raise ClozeformerError(empty)
+        out.extend(InputFile(q, False) for q in found)
     unique: dict[Path, InputFile] = {}
     for f in out:
         unique.setdefault(f.path.resolve(), f)  # the first mention of a file wins
@@ -453,10 +451,7 @@ class CorpusReader:
     ) -> None:
         if format not in FORMATS:
             raise ClozeformerError(f"format={format!r}: expected one of {', '.join(FORMATS)}")
-        self.format = format
-        self.min_doc_chars = int(min_doc_chars)
-        self.dedupe = dedupe
-        self.max_doc_chars = int(max_doc_chars)
+        self.format, self.dedupe, self.min_doc_chars, self.max_doc_chars = format, dedupe, int(min_doc_chars), int(max_doc_chars)
         inputs = [inputs] if isinstance(inputs, (str, os.PathLike)) else list(inputs)
         self.datasets = [str(i) for i in inputs if str(i).startswith("hf:")]  # streamed Hugging Face datasets
         paths = [i for i in inputs if not str(i).startswith("hf:")]
@@ -465,6 +460,14 @@ class CorpusReader:
         self.stats = ReaderStats()
         self._done_bytes = 0
         self._raw = None
+
+    def progress_bar(self, desc: str, enabled: bool, **kwargs):
+        """A tqdm bar over the on-disk bytes; move it with `bar.update(reader.disk_bytes_done() - bar.n)`."""
+        from tqdm import tqdm
+
+        return tqdm(
+            total=self.disk_bytes_total, unit="B", unit_scale=True, desc=desc, disable=not enabled, dynamic_ncols=True, **kwargs
+        )
 
     def disk_bytes_done(self) -> int:
         try:

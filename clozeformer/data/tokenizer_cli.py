@@ -63,12 +63,8 @@ class TokenizerTrainConfig:
 
 def train_tokenizer(cfg: TokenizerTrainConfig) -> tuple[Tokenizer, dict]:
     """Train on the corpus; returns the tokenizer and a summary dict (nothing written)."""
-    from tqdm import tqdm
-
     reader = CorpusReader(cfg.input, cfg.format, min_doc_chars=cfg.min_doc_chars, dedupe=cfg.dedupe)
-    bar = tqdm(
-        total=reader.disk_bytes_total, unit="B", unit_scale=True, desc="reading", disable=not cfg.progress, dynamic_ncols=True
-    )
+    bar = reader.progress_bar("reading", cfg.progress)
 
     finished = False
 
