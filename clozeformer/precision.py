@@ -52,9 +52,7 @@ class Precision:
         return self.name == "fp16"
 
     def autocast(self):
-        if self.dtype is None:
-            return contextlib.nullcontext()
-        return torch.autocast(device_type=self.device_type, dtype=self.dtype)
+        return contextlib.nullcontext() if self.dtype is None else torch.autocast(device_type=self.device_type, dtype=self.dtype)
 
 
 def resolve_precision(requested: str, device: torch.device) -> Precision:

@@ -33,8 +33,7 @@ def die_with_parent(sig: int = signal.SIGTERM, parent: int | None = None) -> Non
     the child was still starting (before this call) sends no signal; the child then sees that it
     was re-parented and gives itself `sig` at once."""
     if sys.platform.startswith("linux"):
-        PR_SET_PDEATHSIG = 1
-        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, int(sig))
+        ctypes.CDLL(None, use_errno=True).prctl(1, int(sig))  # 1: PR_SET_PDEATHSIG
         if parent is not None and os.getppid() != parent:
             os.kill(os.getpid(), sig)
 
@@ -46,15 +45,14 @@ _TRIMMER: threading.Thread | None = None
 
 def bounded_heap(period_s: float = 10.0) -> bool:
     """Give the memory that training frees back to the system every `period_s` seconds (Linux
-    with glibc: a daemon thread calls malloc_trim; the CLI starts it once per process).
+    with glibc: a daemon thread calls malloc_trim; the CLI starts it once per process). Returns
+    whether the trimming runs.
 
-    Training frees and allocates tensors whose sizes change every step (the masked positions, the
-    batch's lengths). glibc keeps the freed blocks in its heap, which fragments and only grows:
-    `tiny`'s pretraining reached 1.3 GB after 400 steps and 3 GB after 5,500. malloc_trim returns
-    the free pages inside the heap; a fixed mmap threshold would too, but cost 14-37% of the step
-    rate (BENCHMARKS.md, "Memory of a long run"). Nothing happens when the user chose an allocator
-    or its settings (MALLOC_*_ environment, LD_PRELOAD) or where there is no glibc. Returns
-    whether the trimming runs."""
+    Tensors whose sizes change every step (masked positions, batch lengths) fragment glibc's heap,
+    which only grows: `tiny`'s pretraining reached 1.3 GB after 400 steps and 3 GB after 5,500.
+    malloc_trim returns its free pages; a fixed mmap threshold would too, but cost 14-37% of the
+    step rate (BENCHMARKS.md, "Memory of a long run"). Nothing happens when the user chose an
+    allocator or its settings (MALLOC_*_ environment, LD_PRELOAD) or where there is no glibc."""
     global _TRIMMER
     if _TRIMMER is not None:
         return True
@@ -124,10 +122,7 @@ def run_in_processes(runs: list[tuple[str, Callable, tuple]], jobs: int, threads
     logs = [log_dir / f"{slug(name)}.log" for name, _, _ in runs]
     print(f"{len(runs)} runs, {jobs} at a time with {threads} thread(s) each; logs in {log_dir}", flush=True)
     with ProcessPoolExecutor(
-        max_workers=min(jobs, len(runs)),
-        mp_context=mp.get_context("spawn"),
-        initializer=_worker_init,
-        initargs=(os.getpid(),),
+        max_workers=min(jobs, len(runs)), mp_context=mp.get_context("spawn"), initializer=_worker_init, initargs=(os.getpid(),)
     ) as pool:
         futures = {pool.submit(_logged, str(logs[i]), threads, fn, *args): i for i, (_, fn, args) in enumerate(runs)}
         for fut in as_completed(futures):

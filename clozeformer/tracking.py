@@ -28,6 +28,8 @@ import importlib.util
 import json
 import math
 import os
+import secrets
+import string
 import sys
 import time
 from pathlib import Path
@@ -115,9 +117,6 @@ def flat_params(config: dict[str, Any], prefix: str = "") -> dict[str, str]:
 
 def new_run_id(length: int = 8) -> str:
     """A wandb-style run id: lowercase letters and digits."""
-    import secrets
-    import string
-
     return "".join(secrets.choice(string.ascii_lowercase + string.digits) for _ in range(length))
 
 
@@ -186,18 +185,16 @@ class Trackers:
     def _start_wandb(self, config: dict[str, Any], state: dict[str, Any]) -> None:
         import wandb
 
-        kw: dict[str, Any] = dict(
-            project=os.environ.get("WANDB_PROJECT") or "clozeformer",
-            name=self.name,
-            id=state.get("wandb_run_id") or new_run_id(),
-            resume="allow",
-            config=config,
-            allow_val_change=True,
-        )
-        if not os.environ.get("WANDB_DIR"):
-            kw["dir"] = str(self.run_dir)
         try:
-            self.wandb = wandb.init(**kw)
+            self.wandb = wandb.init(
+                project=os.environ.get("WANDB_PROJECT") or "clozeformer",
+                name=self.name,
+                id=state.get("wandb_run_id") or new_run_id(),
+                resume="allow",
+                config=config,
+                allow_val_change=True,
+                dir=None if os.environ.get("WANDB_DIR") else str(self.run_dir),  # None: wandb reads $WANDB_DIR
+            )
         except Exception as e:  # no API key online, a bad WANDB_MODE, ...
             raise ClozeformerError(f"--report-to wandb: {type(e).__name__}: {str(e).strip().splitlines()[0]}") from None
         self.wandb.define_metric("step")  # records may repeat steps after a resume: chart against "step"
@@ -215,13 +212,10 @@ class Trackers:
             client = MlflowClient(uri)
             name = os.environ.get("MLFLOW_EXPERIMENT_NAME") or "clozeformer"
             exp = client.get_experiment_by_name(name)
-            if exp is None:
-                try:
-                    exp_id = client.create_experiment(name)
-                except MlflowException:  # created meanwhile by another run
-                    exp_id = client.get_experiment_by_name(name).experiment_id
-            else:
-                exp_id = exp.experiment_id
+            try:
+                exp_id = exp.experiment_id if exp is not None else client.create_experiment(name)
+            except MlflowException:  # created meanwhile by another run
+                exp_id = client.get_experiment_by_name(name).experiment_id
             run_id, logged = None, {}
             if state.get("mlflow_run_id") and state.get("mlflow_tracking_uri") == uri:
                 try:
@@ -261,8 +255,7 @@ class Trackers:
     def _send(self, values: dict[str, float], step: int, to_wandb: bool = True) -> None:
         calls: dict[str, Any] = {}
         if self.tb is not None:
-            tb = self.tb
-            calls["tensorboard"] = lambda: [tb.add_scalar(k, v, step) for k, v in values.items()]
+            calls["tensorboard"] = lambda: [self.tb.add_scalar(k, v, step) for k, v in values.items()]
         if self.wandb is not None and to_wandb:
             calls["wandb"] = lambda: self.wandb.log({**values, "step": step})
         if self.mlflow is not None:
@@ -277,20 +270,17 @@ class Trackers:
 
     def log(self, record: dict[str, Any]) -> None:
         """One metrics record: {"kind": ..., "step": ..., name: value, ...}."""
-        values = scalars(record) if self.report_to else {}
-        if values:
+        if self.report_to and (values := scalars(record)):
             self._send(values, int(record["step"]))
 
     def summary(self, record: dict[str, Any]) -> None:
         """Final values (the best evaluation): wandb's run summary; metrics at `step` elsewhere."""
-        values = scalars(record) if self.report_to else {}
-        if not values:
+        if not (self.report_to and (values := scalars(record))):
             return
         step = int(record["step"])
         if self.wandb is not None:
-            run = self.wandb
             summary = {**values, f"{record.get('kind', 'train')}/step": step}
-            self._each("write the summary", {"wandb": lambda: run.summary.update(summary)})
+            self._each("write the summary", {"wandb": lambda: self.wandb.summary.update(summary)})
         self._send(values, step, to_wandb=False)
 
     def close(self, failed: bool = False) -> None:

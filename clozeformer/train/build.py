@@ -22,23 +22,17 @@ from clozeformer.train.config import PretrainConfig
 
 
 def build_model(cfg: PretrainConfig, manifest: Manifest, data_dir: Path, ckpt: Path | None):
-    """BertForMaskedLM (objective mlm), BertForPreTraining (mlm_nsp), BertLMHeadModel (clm) or
-    ElectraForPreTraining (electra), from a checkpoint being resumed, --init-from, --model-config or a preset; its vocabulary
-    must be the data's. ELECTRA from --init-from: the encoder from that directory, the generator
-    from its generator/ (or fresh)."""
+    """BertForMaskedLM (objective mlm), BertForPreTraining (mlm_nsp), BertLMHeadModel (clm) or ElectraForPreTraining
+    (electra), from a checkpoint being resumed, --init-from, --model-config or a preset; its vocabulary must be the
+    data's. ELECTRA from --init-from: the encoder from that directory, the generator from its generator/ (or fresh)."""
     over = {} if cfg.dropout is None else {"hidden_dropout_prob": cfg.dropout, "attention_probs_dropout_prob": cfg.dropout}
     cls = {"mlm_nsp": BertForPreTraining, "clm": BertLMHeadModel}.get(cfg.objective, BertForMaskedLM)
     vocab, seq_len = manifest.vocab_size, manifest.seq_len
     if ckpt is not None or cfg.init_from:
         source = Path(ckpt) if ckpt is not None else model_dir(cfg.init_from)
         if cfg.objective == "electra":
-            model = ElectraForPreTraining.from_pretrained(
-                source,
-                rtd_weight=cfg.rtd_weight,
-                generator_fraction=cfg.generator_fraction,
-                generator_layers=cfg.generator_layers,
-                **over,
-            )
+            kw = dict(rtd_weight=cfg.rtd_weight, generator_fraction=cfg.generator_fraction, generator_layers=cfg.generator_layers)
+            model = ElectraForPreTraining.from_pretrained(source, **kw, **over)
         else:
             model = cls.from_pretrained(source, **over)
         theirs, ours = source / "vocab.txt", data_dir / "tokenizer" / "vocab.txt"

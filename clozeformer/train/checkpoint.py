@@ -53,15 +53,8 @@ def checkpoint_name(step: int) -> str:
 
 def list_checkpoints(run_dir: str | Path) -> list[tuple[int, Path]]:
     """Complete checkpoints of a run, oldest first."""
-    root = Path(run_dir) / CHECKPOINTS
-    if not root.is_dir():
-        return []
-    found = []
-    for p in root.iterdir():
-        m = _NAME.match(p.name)
-        if m and p.is_dir() and (p / STATE_FILE).is_file():
-            found.append((int(m.group(1)), p))
-    return sorted(found)
+    found = (p for p in (Path(run_dir) / CHECKPOINTS).glob("step-*") if _NAME.match(p.name) and (p / STATE_FILE).is_file())
+    return sorted((int(p.name.removeprefix("step-")), p) for p in found)
 
 
 def latest_checkpoint(run_dir: str | Path) -> Path | None:
@@ -71,14 +64,10 @@ def latest_checkpoint(run_dir: str | Path) -> Path | None:
 
 def clean_partial(run_dir: str | Path) -> list[str]:
     """Remove hidden leftovers of interrupted writes / deletions; returns their names."""
-    root = Path(run_dir) / CHECKPOINTS
-    removed = []
-    if root.is_dir():
-        for p in root.iterdir():
-            if p.name.startswith(".") and p.is_dir():
-                shutil.rmtree(p, ignore_errors=True)
-                removed.append(p.name)
-    return removed
+    leftovers = [p for p in (Path(run_dir) / CHECKPOINTS).glob(".*") if p.is_dir()]
+    for p in leftovers:
+        shutil.rmtree(p, ignore_errors=True)
+    return [p.name for p in leftovers]
 
 
 def prune(run_dir: str | Path, keep_last: int) -> list[Path]:
@@ -285,7 +274,6 @@ def check_resumable(ckpt: Path, rank: int = 0) -> None:
         ) from None
     opt = ckpt / "optimizer.pt"
     try:
-        with zipfile.ZipFile(opt):
-            pass
+        zipfile.ZipFile(opt).close()
     except (OSError, zipfile.BadZipFile) as e:
         raise ClozeformerError(f"{opt}: unreadable optimizer state ({e})") from None

@@ -25,7 +25,5 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def main(args: argparse.Namespace) -> int:
     from clozeformer.train.loop import pretrain  # torch is imported only when the verb runs
 
-    cfg = config_from_args(PretrainConfig, args)
-    summary = pretrain(cfg)
-    stopped = summary["stopped_by"]
+    stopped = pretrain(config_from_args(PretrainConfig, args))["stopped_by"]
     return 128 + int(signal.Signals[stopped]) if stopped in signal.Signals.__members__ else 0

@@ -7,7 +7,7 @@ The resolved config is printed at start and saved as RUN_DIR/pretrain_config.jso
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Literal
 
 from clozeformer.cliutil import SEED_RANGE, flag_help
@@ -38,9 +38,7 @@ RECIPES: dict[str, Recipe] = {"tiny": SMALL_BUDGET, "mini": SMALL_BUDGET}
 
 
 def recipe_for(model: str, from_preset: bool) -> Recipe:
-    if not from_preset:
-        return BERT_RECIPE
-    return RECIPES.get(model, Recipe(BERT_RECIPE.lr, BERT_RECIPE.warmup_steps, None, "absolute"))
+    return RECIPES.get(model, replace(BERT_RECIPE, position_embedding_type="absolute")) if from_preset else BERT_RECIPE
 
 
 @dataclass
@@ -190,54 +188,40 @@ class PretrainConfig:
             raise bad(f"unknown --model {self.model!r}; choose one of {', '.join(PRESETS)}")
         if self.model_config and self.init_from:
             raise bad("give --model-config or --init-from, not both")
-        # The recipe fills what the user left unset; the resolved values are printed and saved.
-        recipe = recipe_for(self.model, from_preset=not (self.model_config or self.init_from))
-        self.lr = recipe.lr if self.lr is None else self.lr
-        self.warmup_steps = recipe.warmup_steps if self.warmup_steps is None else self.warmup_steps
-        self.dropout = recipe.dropout if self.dropout is None else self.dropout
-        if self.position_embedding_type is None:
-            self.position_embedding_type = recipe.position_embedding_type  # type: ignore[assignment]
-        elif self.position_embedding_type not in POSITION_TYPES:
+        if self.position_embedding_type not in (None, *POSITION_TYPES):
             raise bad(
                 f"unknown --position-embedding-type {self.position_embedding_type!r}; choose one of {', '.join(POSITION_TYPES)}"
             )
+        # The recipe fills what the user left unset; the resolved values are printed and saved.
+        recipe = recipe_for(self.model, from_preset=not (self.model_config or self.init_from))
+        for name in ("lr", "warmup_steps", "dropout", "position_embedding_type"):
+            if getattr(self, name) is None:
+                setattr(self, name, getattr(recipe, name))
         if self.max_steps is None and self.max_tokens is None and self.max_time is None:
             raise bad("set a budget: --max-steps, --max-tokens and/or --max-time")
+
+        def fail_if(broken: bool, name: str, what: str) -> None:
+            if broken:
+                raise bad(f"--{name.replace('_', '-')} must be {what}, got {getattr(self, name)}")
+
         for name in ("max_steps", "max_tokens", "max_time"):
-            v = getattr(self, name)
-            if v is not None and v <= 0:
-                raise bad(f"--{name.replace('_', '-')} must be positive, got {v}")
+            fail_if(getattr(self, name) is not None and getattr(self, name) <= 0, name, "positive")
         for name in ("batch_size", "grad_accum", "log_every", "keep_last", "max_bad_steps"):
-            if getattr(self, name) < 1:
-                raise bad(f"--{name.replace('_', '-')} must be >= 1, got {getattr(self, name)}")
+            fail_if(getattr(self, name) < 1, name, ">= 1")
         for name in ("eval_every", "save_every", "warmup_steps", "batch_ramp_steps"):
-            if getattr(self, name) < 0:
-                raise bad(f"--{name.replace('_', '-')} must be >= 0, got {getattr(self, name)}")
+            fail_if(getattr(self, name) < 0, name, ">= 0")
         if self.batch_ramp_steps and self.grad_accum < 2:
             raise bad("--batch-ramp-steps grows the micro-batches per step up to --grad-accum; set --grad-accum >= 2")
-        if self.lr <= 0:
-            raise bad(f"--lr must be positive, got {self.lr}")
-        if not 0.0 < self.mlm_probability < 1.0:
-            raise bad(f"--mlm-probability must be in (0, 1), got {self.mlm_probability}")
-        if not (
-            0.0 <= self.mask_token_prob <= 1.0
-            and 0.0 <= self.random_token_prob <= 1.0
-            and self.mask_token_prob + self.random_token_prob <= 1.0
-        ):
-            raise bad(
-                f"--mask-token-prob {self.mask_token_prob} and --random-token-prob {self.random_token_prob} "
-                "must be in [0, 1] and sum to at most 1"
-            )
-        if not 0.0 < self.generator_fraction <= 1.0:
-            raise bad(f"--generator-fraction must be in (0, 1], got {self.generator_fraction}")
-        if self.generator_layers is not None and self.generator_layers < 1:
-            raise bad(f"--generator-layers must be >= 1, got {self.generator_layers}")
-        if not self.rtd_weight > 0.0:
-            raise bad(f"--rtd-weight must be positive, got {self.rtd_weight}")
-        if self.dropout is not None and not 0.0 <= self.dropout < 1.0:
-            raise bad(f"--dropout must be in [0, 1), got {self.dropout}")
-        if not 0.0 <= self.min_lr_ratio <= 1.0:
-            raise bad(f"--min-lr-ratio must be in [0, 1], got {self.min_lr_ratio}")
+        fail_if(self.lr <= 0, "lr", "positive")
+        fail_if(not 0.0 < self.mlm_probability < 1.0, "mlm_probability", "in (0, 1)")
+        p, r = self.mask_token_prob, self.random_token_prob
+        if not (0.0 <= p <= 1.0 and 0.0 <= r <= 1.0 and p + r <= 1.0):
+            raise bad(f"--mask-token-prob {p} and --random-token-prob {r} must be in [0, 1] and sum to at most 1")
+        fail_if(not 0.0 < self.generator_fraction <= 1.0, "generator_fraction", "in (0, 1]")
+        fail_if(self.generator_layers is not None and self.generator_layers < 1, "generator_layers", ">= 1")
+        fail_if(not self.rtd_weight > 0.0, "rtd_weight", "positive")
+        fail_if(self.dropout is not None and not 0.0 <= self.dropout < 1.0, "dropout", "in [0, 1)")
+        fail_if(not 0.0 <= self.min_lr_ratio <= 1.0, "min_lr_ratio", "in [0, 1]")
         if self.optimizer == "lamb" and self.optimizer_impl in ("fused", "foreach"):
             raise bad("--optimizer-impl fused/foreach applies to adamw only")
         try:

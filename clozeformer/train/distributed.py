@@ -79,9 +79,8 @@ def barrier(info: DistInfo) -> None:
 def all_reduce(t: torch.Tensor, info: DistInfo, op: str = "sum") -> torch.Tensor:
     """In-place all-reduce (sum | max | min); returns `t`. NCCL needs the tensor on the GPU."""
     if info.distributed:
-        reduce_op = {"sum": dist.ReduceOp.SUM, "max": dist.ReduceOp.MAX, "min": dist.ReduceOp.MIN}[op]
         on_device = t.to(info.device)
-        dist.all_reduce(on_device, op=reduce_op)
+        dist.all_reduce(on_device, op=getattr(dist.ReduceOp, op.upper()))
         t.copy_(on_device.to(t.device))
     return t
 
@@ -133,9 +132,5 @@ def grad_sync(wrapped: nn.Module, raw: nn.Module, enabled: bool, fsdp: bool):
     """Skip the gradient all-reduce on all but the last micro-batch of an accumulated step."""
     if fsdp:
         raw.set_requires_gradient_sync(enabled)
-        yield
-    elif not enabled and hasattr(wrapped, "no_sync"):
-        with wrapped.no_sync():
-            yield
-    else:
+    with wrapped.no_sync() if not (enabled or fsdp) and hasattr(wrapped, "no_sync") else contextlib.nullcontext():
         yield

@@ -47,22 +47,11 @@ from clozeformer.train.metrics import MetricsLog
 from clozeformer.train.optim import Budget, build_optimizer, micro_batches_at, optimizer_kernel
 
 #: config fields that may change between a run and its resumption without affecting exactness
-RESUME_FREE_FIELDS = {
-    "out",
-    "resume",
-    "resume_from",
-    "progress",
-    "tensorboard",  # the flag --report-to replaced
-    "report_to",
-    "save_every",
-    "save_every_minutes",
-    "keep_last",
-    "eval_every",
-    "eval_batches",
-    "log_every",
-    "num_threads",
-    "max_bad_steps",
-}
+#: (tensorboard: the flag --report-to replaced)
+RESUME_FREE_FIELDS = set(
+    "out resume resume_from progress tensorboard report_to save_every save_every_minutes keep_last eval_every eval_batches "
+    "log_every num_threads max_bad_steps".split()
+)
 
 
 @dataclass
@@ -104,20 +93,9 @@ class Sums:
 #: what every objective's forward pass reads from a batch (NSP adds next_sentence_label in training)
 MLM_INPUTS = ("input_ids", "attention_mask", "token_type_ids", "labels")
 #: validation sums over the whole val split, all ranks
-EVAL_SUMS = (
-    "mlm_ce",
-    "mlm_n",
-    "mlm_correct",
-    "nsp_ce",
-    "nsp_n",
-    "nsp_correct",
-    "rtd_bce",
-    "rtd_n",
-    "rtd_correct",
-    "rtd_replaced",
-)
+EVAL_SUMS = tuple("mlm_ce mlm_n mlm_correct nsp_ce nsp_n nsp_correct rtd_bce rtd_n rtd_correct rtd_replaced".split())
 #: the statistics of a training step (sums over the global batch) and its shared decisions
-STEP_SUMS = ("mlm_ce", "mlm_correct", "nsp_ce", "nsp_correct", "rtd_bce", "rtd_correct", "elapsed_s", "stop", "save")
+STEP_SUMS = tuple("mlm_ce mlm_correct nsp_ce nsp_correct rtd_bce rtd_correct elapsed_s stop save".split())
 
 
 class Trainer:
@@ -158,14 +136,8 @@ class Trainer:
         self.opt = build_optimizer(self.raw, cfg)
         self.scaler = torch.amp.GradScaler(info.device.type) if self.precision.needs_grad_scaler else None
 
-        self.masking = MaskingConfig(
-            mlm_probability=cfg.mlm_probability,
-            strategy=cfg.masking,
-            max_predictions=cfg.max_predictions or self.manifest.seq_len,
-            whole_word=cfg.whole_word,
-            mask_token_prob=cfg.mask_token_prob,
-            random_token_prob=cfg.random_token_prob,
-        )
+        same = {k: getattr(cfg, k) for k in ("mlm_probability", "whole_word", "mask_token_prob", "random_token_prob")}
+        self.masking = MaskingConfig(strategy=cfg.masking, max_predictions=cfg.max_predictions or self.manifest.seq_len, **same)
         self.loader = self._loader("train")
         self.tokens_per_step = cfg.batch_size * cfg.grad_accum * info.world_size * self.manifest.seq_len
         self.state, self.resume_note = RunState(), None
@@ -248,21 +220,15 @@ class Trainer:
         print_config(cfg, "PretrainConfig (resolved)")
         save_config(cfg, self.run_dir / "pretrain_config.json")
         c = self.raw.config
-        print(
-            f"model: {self.model_cls.__name__} from {self.model_source}: {c.num_hidden_layers} layers, "
-            f"hidden {c.hidden_size}, vocab {c.vocab_size}, {self.n_params:,} parameters"
-        )
-        print(
-            f"data: {self.data_dir} ({self.manifest.mode}, seq_len {self.manifest.seq_len}, "
-            f"{self.manifest.num_train:,} train / {self.manifest.num_val:,} val sequences)"
-        )
         ramp = f" (ramped up from 1 micro-batch over the first {cfg.batch_ramp_steps} steps)" if cfg.batch_ramp_steps else ""
         print(
+            f"model: {self.model_cls.__name__} from {self.model_source}: {c.num_hidden_layers} layers, "
+            f"hidden {c.hidden_size}, vocab {c.vocab_size}, {self.n_params:,} parameters\n"
+            f"data: {self.data_dir} ({self.manifest.mode}, seq_len {self.manifest.seq_len}, "
+            f"{self.manifest.num_train:,} train / {self.manifest.num_val:,} val sequences)\n"
             f"batch: {cfg.batch_size} x {cfg.grad_accum} accum x {info.world_size} processes = "
             f"{cfg.batch_size * cfg.grad_accum * info.world_size} sequences, "
-            f"{self.tokens_per_step:,} tokens/step{ramp}"
-        )
-        print(
+            f"{self.tokens_per_step:,} tokens/step{ramp}\n"
             f"device: {info.device}, precision {self.precision.name}, optimizer {cfg.optimizer} "
             f"({optimizer_kernel(self.opt)}), {'FSDP2' if cfg.fsdp else 'DDP' if info.distributed else 'single'}"
             f"{', compiled' if cfg.compile else ''}{', TF32' if self.tf32 else ''}, "
@@ -305,14 +271,8 @@ class Trainer:
         horizon = budget.horizon(self.state.step, red["elapsed_s"])
         lr = cfg.lr * sched.factor(self.state.step, horizon)
         norm, bad = guarded_step(self.opt, self.scaler, self.raw.parameters(), cfg.max_grad_norm, loss_value, lr)
-        rec = {
-            "loss": loss_value,
-            "mlm_loss": red["mlm_ce"] / n_mlm,
-            "mlm_acc": red["mlm_correct"] / n_mlm,
-            "lr": lr,
-            "grad_norm": norm,
-            "skipped": bad,
-        }
+        rec = {"loss": loss_value, "mlm_loss": red["mlm_ce"] / n_mlm, "mlm_acc": red["mlm_correct"] / n_mlm, "lr": lr}
+        rec.update(grad_norm=norm, skipped=bad)
         if self.nsp:
             rec.update(nsp_loss=red["nsp_ce"] / n_nsp, nsp_acc=red["nsp_correct"] / n_nsp)
         if self.electra:
@@ -322,13 +282,10 @@ class Trainer:
     def _forward_backward(self, cpu_batch: dict, count: torch.Tensor, totals: tuple, sums: Sums, last: bool) -> None:
         """Forward and backward on one micro-batch, each loss weighted by its share (`count` of `totals`)
         of the global batch's targets, gradients synced on the `last` one; its statistics to `sums`."""
-        info, dev = self.info, self.info.device
         n_mlm, n_nsp, n_tok = totals
-        b = {k: v.to(dev, non_blocking=True) for k, v in cpu_batch.items()}
+        b = {k: v.to(self.info.device, non_blocking=True) for k, v in cpu_batch.items()}
         n_i = count[0].item()
-        inputs = {k: b[k] for k in MLM_INPUTS}
-        if self.nsp:
-            inputs["next_sentence_label"] = b["next_sentence_label"]
+        inputs = {k: b[k] for k in MLM_INPUTS + (("next_sentence_label",) if self.nsp else ())}
         with distributed.grad_sync(self.model, self.raw, last, self.cfg.fsdp), self.precision.autocast():
             out = self.model(**inputs)
             logits = out.prediction_logits if self.nsp else out.logits  # (N_i, V): masked rows only
@@ -339,7 +296,7 @@ class Trainer:
                 loss = loss + out.nsp_loss * (count[1].item() / n_nsp)
             if self.electra:  # the replaced-token loss is a mean over every real token
                 loss = loss + self.raw.rtd_weight * out.rtd_loss * (count[2].item() / n_tok)
-        loss = loss * info.world_size  # undo the gradient averaging over ranks
+        loss = loss * self.info.world_size  # undo the gradient averaging over ranks
         (self.scaler.scale(loss) if self.scaler else loss).backward()
         with torch.no_grad():
             if n_i:
@@ -402,14 +359,9 @@ class Trainer:
         }
         if s["nsp_n"]:
             rec.update(val_nsp_loss=s["nsp_ce"] / s["nsp_n"], val_nsp_acc=s["nsp_correct"] / s["nsp_n"])
-        if s["rtd_n"]:
-            # val_rtd_replaced: the fraction replaced; 1 minus it is what "nothing replaced" scores
-            n_tok = s["rtd_n"]
-            rec.update(
-                val_rtd_loss=s["rtd_bce"] / n_tok,
-                val_rtd_acc=s["rtd_correct"] / n_tok,
-                val_rtd_replaced=s["rtd_replaced"] / n_tok,
-            )
+        if s["rtd_n"]:  # val_rtd_replaced: the fraction replaced; 1 minus it is what "nothing replaced" scores
+            n = s["rtd_n"]
+            rec.update(val_rtd_loss=s["rtd_bce"] / n, val_rtd_acc=s["rtd_correct"] / n, val_rtd_replaced=s["rtd_replaced"] / n)
         return rec
 
     # ------------------------------------------------------------------ checkpoints
@@ -420,7 +372,6 @@ class Trainer:
         with preserve_rng():
             if self.cfg.fsdp or info.device.type != "cpu":
                 sd = ckpt_io.full_model_state(self.raw)  # collective under FSDP
-                config = self.raw.config
                 model_cls = self.model_cls
                 if self.electra:
                     model_cls = functools.partial(
@@ -429,7 +380,7 @@ class Trainer:
 
                 def write_model(d: Path) -> None:
                     if info.is_main:
-                        ckpt_io.model_from_state_dict(model_cls, config, sd).save_pretrained(d)
+                        ckpt_io.model_from_state_dict(model_cls, self.raw.config, sd).save_pretrained(d)
             else:
                 write_model = self.raw.save_pretrained
             osd = ckpt_io.full_optimizer_state(self.raw, self.opt)
@@ -484,15 +435,11 @@ class Trainer:
 
     def _trackers(self, resume_step: int | None) -> Trackers:
         """The --report-to backends (rank 0 reports); every rank learns whether they started."""
-        trackers, error = None, None
+        cfg, trackers, error = self.cfg, None, None
         if self.info.is_main:
             try:
                 trackers = Trackers(
-                    self.cfg.report_to,
-                    self.run_dir,
-                    config_dict(self.cfg),
-                    resume_step=resume_step,
-                    source="clozeformer pretrain",
+                    cfg.report_to, self.run_dir, config_dict(cfg), resume_step=resume_step, source="clozeformer pretrain"
                 )
             except ClozeformerError as e:
                 error = e
@@ -572,15 +519,8 @@ class Trainer:
         st.elapsed_s = out.elapsed_s
         st.bad_total += out.record["skipped"]
         st.bad_streak = st.bad_streak + 1 if out.record["skipped"] else 0
-        rec = {
-            "kind": "train",
-            "step": st.step,
-            **out.record,
-            "tokens": st.tokens,
-            "elapsed_s": round(st.elapsed_s, 3),
-            "tokens_per_s": step_tokens / max(time.monotonic() - t0, 1e-9),
-            "bad_steps": st.bad_total,
-        }
+        rec = {"kind": "train", "step": st.step, **out.record, "tokens": st.tokens, "elapsed_s": round(st.elapsed_s, 3)}
+        rec.update(tokens_per_s=step_tokens / max(time.monotonic() - t0, 1e-9), bad_steps=st.bad_total)
         if st.step % cfg.log_every == 0 or out.record["skipped"]:
             self.log.log(rec)
         bar.total = out.horizon

@@ -40,8 +40,7 @@ def read_metrics(path: str | Path) -> list[dict[str, Any]]:
     """All complete lines of a metrics file (a torn last line is skipped)."""
     records = []
     p = Path(path)
-    if p.is_dir():
-        p = p / METRICS_FILE
+    p = p / METRICS_FILE if p.is_dir() else p
     if not p.is_file():
         return records
     for line in p.read_text(encoding="utf-8", errors="replace").splitlines():

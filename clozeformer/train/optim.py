@@ -118,17 +118,14 @@ TIME_ESTIMATE_MIN_STEPS = 3
 
 @dataclass
 class Budget:
-    """When to stop, and the schedule's horizon in steps.
+    """When to stop, and the schedule's horizon in steps: the smallest of the given budgets'.
 
-    Steps and tokens give a fixed horizon (the steps that train on max_tokens positions, with a
-    batch ramp's smaller steps counted as such). A wall-clock budget is turned into steps from
-    the measured pace in tokens: after `steps_done` updates in `elapsed_s` seconds (evaluations
-    and checkpoint writes included), the horizon is the steps that train on
-    tokens_before(steps_done) * max_time_s / elapsed_s positions (without a ramp:
-    ceil(steps_done * max_time_s / elapsed_s)), re-estimated before every update. Linear decay
-    therefore follows elapsed / budget and reaches its floor when the clock runs out. The
-    smallest horizon of all given budgets wins. `tokens_per_step` is a full step's (grad_accum
-    micro-batches); during a ramp of `ramp_steps` steps they are fewer (`tokens_in`).
+    Steps and tokens give a fixed horizon (a batch ramp's smaller steps counted as such). A
+    wall-clock budget is turned into steps from the measured pace: after `steps_done` updates in
+    `elapsed_s` seconds (evaluations and checkpoints included), the steps that train on
+    tokens_before(steps_done) * max_time_s / elapsed_s positions, re-estimated before every update,
+    so linear decay follows elapsed / budget and reaches its floor when the clock runs out.
+    `tokens_per_step` is a full step's (grad_accum micro-batches; fewer during a ramp: `tokens_in`).
     """
 
     max_steps: int | None
@@ -155,19 +152,12 @@ class Budget:
         return steps + max(0, math.ceil((tokens - seen) / self.tokens_per_step))
 
     def horizon(self, steps_done: int, elapsed_s: float) -> int | None:
-        candidates = []
-        if self.max_steps is not None:
-            candidates.append(self.max_steps)
-        if self.max_tokens is not None:
-            candidates.append(self.steps_for_tokens(self.max_tokens))
+        candidates = [self.max_steps, None if self.max_tokens is None else self.steps_for_tokens(self.max_tokens)]
         if self.max_time_s is not None and steps_done >= TIME_ESTIMATE_MIN_STEPS and elapsed_s > 0:
             pace = self.tokens_before(steps_done) * self.max_time_s / elapsed_s  # tokens the budget allows
             candidates.append(max(steps_done, self.steps_for_tokens(math.ceil(pace))))
-        return min(candidates) if candidates else None
+        return min((c for c in candidates if c is not None), default=None)
 
     def done(self, steps_done: int, tokens: int, elapsed_s: float) -> bool:
-        return (
-            (self.max_steps is not None and steps_done >= self.max_steps)
-            or (self.max_tokens is not None and tokens >= self.max_tokens)
-            or (self.max_time_s is not None and elapsed_s >= self.max_time_s)
-        )
+        used = ((steps_done, self.max_steps), (tokens, self.max_tokens), (elapsed_s, self.max_time_s))
+        return any(limit is not None and n >= limit for n, limit in used)
