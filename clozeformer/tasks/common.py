@@ -91,8 +91,7 @@ class Problems:
         return "\n".join(lines)
 
     def report(self) -> None:
-        text = self.summary()
-        if text:
+        if text := self.summary():
             print(text, file=self.stream or sys.stderr)
 
 
@@ -171,10 +170,7 @@ def unlabeled_text(examples: list[Example]) -> Iterator[str]:
             seen.add(ex.context)
         else:
             parts = [f"{ex.context} {ex.prefix}"]
-        for part in parts:
-            line = " ".join(part.split())
-            if line:
-                yield line
+        yield from filter(None, (" ".join(part.split()) for part in parts))
 
 
 # ----------------------------------------------------------------------------- reading files
@@ -211,9 +207,7 @@ def read_text(path: str | Path) -> str:
 def read_lines(path: str | Path) -> list[str]:
     """Lines without their newline characters (\\n, \\r\\n); no trailing empty line."""
     lines = read_text(path).split("\n")
-    if lines and lines[-1] == "":
-        lines.pop()
-    return [ln[:-1] if ln.endswith("\r") else ln for ln in lines]
+    return [ln.removesuffix("\r") for ln in (lines[:-1] if lines[-1] == "" else lines)]
 
 
 def iter_tsv(path: str | Path) -> Iterator[tuple[int, list[str]]]:
@@ -223,10 +217,7 @@ def iter_tsv(path: str | Path) -> Iterator[tuple[int, list[str]]]:
     foodservice pie business...`); a CSV-style reader would glue lines together at them. This
     is what Google's `run_classifier.py` does (`csv.reader(f, delimiter="\\t", quotechar=None)`).
     """
-    for i, line in enumerate(read_lines(path), start=1):
-        if line.strip() == "":
-            continue
-        yield i, line.split("\t")
+    yield from ((i, line.split("\t")) for i, line in enumerate(read_lines(path), start=1) if line.strip())
 
 
 def iter_csv(path: str | Path) -> Iterator[tuple[int, list[str]]]:
@@ -276,8 +267,7 @@ def iter_jsonl(path: str | Path) -> Iterator[tuple[int, dict]]:
 
 def first_row(rows: Iterator[tuple[int, list[str]]], path: str | Path) -> tuple[int, list[str]]:
     """The first (line number, fields) of a table's `rows`, its header; a file without rows is an error."""
-    first = next(rows, None)
-    if first is None:
+    if (first := next(rows, None)) is None:
         raise ClozeformerError(f"{path}: empty file")
     return first
 
@@ -289,9 +279,8 @@ _TABLE_FORMATS = {".tsv": "tsv", ".tab": "tsv", ".csv": "csv", ".jsonl": "jsonl"
 def table_format(path: str | Path) -> str:
     """'tsv', 'csv' or 'jsonl' from the file name (`.gz` looked through)."""
     name = Path(path).name.lower().removesuffix(".gz")
-    for ext, kind in _TABLE_FORMATS.items():
-        if name.endswith(ext):
-            return kind
+    if kind := _TABLE_FORMATS.get(name[name.rfind(".") :]):  # the last .suffix
+        return kind
     raise ClozeformerError(f"{path}: unknown table format; use .tsv, .csv, .jsonl or .json")
 
 
@@ -302,34 +291,28 @@ def iter_records(path: str | Path, problems: Problems) -> tuple[list[str], Itera
     text) is `Problems.malformed`: an error naming its line, or skipped and counted with
     --skip-bad-rows.
     """
-    kind = table_format(path)
-    name = str(path)
+    kind, name = table_format(path), str(path)
     if kind == "jsonl":
         rows = list(iter_jsonl(path))
         if not rows:
             raise ClozeformerError(f"{path}: no rows")
         columns = list(dict.fromkeys(k for _, obj in rows for k in obj))
+    else:
+        rows = iter_tsv(path) if kind == "tsv" else iter_csv(path)
+        columns = [h.strip() for h in first_row(rows, path)[1]]
 
-        def gen_json() -> Iterator[tuple[Source, dict]]:
-            for i, (line, obj) in enumerate(rows):
-                src = Source(name, line) if line else Source(f"{name} (item {i} of the JSON list)")
-                problems.row(src)
-                yield src, obj
-
-        return columns, gen_json()
-    rows_iter = iter_tsv(path) if kind == "tsv" else iter_csv(path)
-    header = [h.strip() for h in first_row(rows_iter, path)[1]]
-
-    def gen_table() -> Iterator[tuple[Source, dict]]:
-        for line, fields in rows_iter:
-            src = Source(name, line)
+    def records() -> Iterator[tuple[Source, dict]]:
+        for i, (line, row) in enumerate(rows):  # line 0: an item of a JSON list
+            src = Source(name, line) if line else Source(f"{name} (item {i} of the JSON list)")
             problems.row(src)
-            if len(fields) != len(header):
-                problems.malformed(src, f"{len(fields)} fields where the header has {len(header)}")
-                continue
-            yield src, dict(zip(header, fields))
+            if isinstance(row, dict):
+                yield src, row
+            elif len(row) != len(columns):
+                problems.malformed(src, f"{len(row)} fields where the header has {len(columns)}")
+            else:
+                yield src, dict(zip(columns, row))
 
-    return header, gen_table()
+    return columns, records()
 
 
 def json_line_index(text: str, key: str = "id") -> dict[str, int]:

@@ -32,6 +32,13 @@ def default_finetune_lr(hidden_size: int) -> float:
     return SMALL_MODEL_LR if hidden_size <= SMALL_HIDDEN else BERT_LR
 
 
+def _require(*checks: tuple[bool, str]) -> None:
+    """Raise the message of the first failed (ok, message) check."""
+    for ok, msg in checks:
+        if not ok:
+            raise ClozeformerError(msg)
+
+
 @dataclass
 class TaskDataConfig:
     task: str | None = field(
@@ -86,21 +93,19 @@ class TaskDataConfig:
         self.validate()  # a config that exists is a valid one (subclasses extend `validate`)
 
     def validate(self) -> None:
-        def need(ok: bool, msg: str) -> None:
-            if not ok:
-                raise ClozeformerError(msg)
-
-        need(self.max_seq_len is None or 8 <= self.max_seq_len, f"--max-seq-len must be >= 8, got {self.max_seq_len}")
-        need(self.doc_stride >= 0, f"--doc-stride must be >= 0, got {self.doc_stride}")
-        need(self.max_query_len >= 1, f"--max-query-len must be >= 1, got {self.max_query_len}")
-        need(self.max_answer_len >= 1, f"--max-answer-len must be >= 1, got {self.max_answer_len}")
-        need(self.n_best >= 1, f"--n-best must be >= 1, got {self.n_best}")
-        need(self.eval_batch_size >= 1, f"--eval-batch-size must be >= 1, got {self.eval_batch_size}")
-        need(
-            self.max_eval_examples is None or self.max_eval_examples >= 1,
-            f"--max-eval-examples must be >= 1, got {self.max_eval_examples}",
+        _require(
+            (self.max_seq_len is None or 8 <= self.max_seq_len, f"--max-seq-len must be >= 8, got {self.max_seq_len}"),
+            (self.doc_stride >= 0, f"--doc-stride must be >= 0, got {self.doc_stride}"),
+            (self.max_query_len >= 1, f"--max-query-len must be >= 1, got {self.max_query_len}"),
+            (self.max_answer_len >= 1, f"--max-answer-len must be >= 1, got {self.max_answer_len}"),
+            (self.n_best >= 1, f"--n-best must be >= 1, got {self.n_best}"),
+            (self.eval_batch_size >= 1, f"--eval-batch-size must be >= 1, got {self.eval_batch_size}"),
+            (
+                self.max_eval_examples is None or self.max_eval_examples >= 1,
+                f"--max-eval-examples must be >= 1, got {self.max_eval_examples}",
+            ),
+            (self.threads is None or self.threads >= 1, f"--threads must be >= 1, got {self.threads}"),
         )
-        need(self.threads is None or self.threads >= 1, f"--threads must be >= 1, got {self.threads}")
 
 
 @dataclass
@@ -164,7 +169,7 @@ class FinetuneConfig(TaskDataConfig):
 
     def validate(self) -> None:
         super().validate()
-        checks = [
+        _require(
             (self.dropout is None or 0 <= self.dropout < 1, f"--dropout must be in [0, 1), got {self.dropout}"),
             (self.epochs > 0, f"--epochs must be > 0, got {self.epochs}"),
             (self.lr is None or self.lr > 0, f"--lr must be > 0, got {self.lr}"),
@@ -178,10 +183,7 @@ class FinetuneConfig(TaskDataConfig):
             ),
             (self.max_time is None or self.max_time > 0, f"--max-time must be > 0 minutes, got {self.max_time}"),
             (self.eval_every >= 0, f"--eval-every must be >= 0, got {self.eval_every}"),
-        ]
-        for ok, msg in checks:
-            if not ok:
-                raise ClozeformerError(msg)
+        )
         self.report_to = resolve_report_to(self.report_to)
 
 
@@ -203,17 +205,7 @@ class PredictConfig(TaskDataConfig):
 
 
 #: fields a fine-tuned directory remembers (finetune_config.json) and evaluate/predict reuse as defaults
-INHERITED_FIELDS = (
-    "task",
-    "max_seq_len",
-    "text_column",
-    "text_pair_column",
-    "label_column",
-    "answer_start_column",
-    "id_column",
-    "doc_stride",
-    "max_query_len",
-    "max_answer_len",
-    "n_best",
-    "null_threshold",
+INHERITED_FIELDS = tuple(
+    "task max_seq_len text_column text_pair_column label_column answer_start_column id_column doc_stride max_query_len "
+    "max_answer_len n_best null_threshold".split()
 )

@@ -24,27 +24,12 @@ CONLL2003_TAGS = ("O", "B-PER", "I-PER", "B-ORG", "I-ORG", "B-LOC", "I-LOC", "B-
 
 def read_conll(path: str | Path, problems: Problems, labeled: bool | None = True) -> list[TokenExample]:
     name = str(path)
-    examples: list[TokenExample] = []
-    words: list[str] = []
-    tags: list[str] = []
-    raw: list[str] = []
-    start = 0
+    sentences: list[list[tuple[int, str, str, str]]] = [[]]  # per sentence: (line number, line, word, tag) per word
     n_cols: int | None = None
-
-    def flush() -> None:
-        if words:
-            has_tags = n_cols is not None and n_cols > 1 and labeled is not False
-            examples.append(
-                TokenExample(f"{len(examples)}", list(words), list(tags) if has_tags else None, Source(name, start), list(raw))
-            )
-        words.clear()
-        tags.clear()
-        raw.clear()
-
     for i, line in enumerate(read_lines(path), start=1):
         fields = line.split()
         if not fields or fields[0] == "-DOCSTART-":  # a blank line or a document separator ends a sentence
-            flush()
+            sentences.append([])
             continue
         if n_cols is None:
             n_cols = len(fields)
@@ -52,12 +37,12 @@ def read_conll(path: str | Path, problems: Problems, labeled: bool | None = True
                 raise ClozeformerError(f"{name}:{i}: one column only; a train/dev file needs 'word ... tag' columns")
         elif len(fields) != n_cols:
             raise ClozeformerError(f"{name}:{i}: {len(fields)} columns where earlier lines have {n_cols}")
-        if not words:
-            start = i
-        words.append(fields[0])
-        tags.append(fields[-1])
-        raw.append(line)
-    flush()
+        sentences[-1].append((i, line, fields[0], fields[-1]))
+    has_tags = n_cols is not None and n_cols > 1 and labeled is not False
+    examples = [
+        TokenExample(str(k), list(words), list(tags) if has_tags else None, Source(name, starts[0]), list(lines))
+        for k, (starts, lines, words, tags) in enumerate(zip(*s) for s in sentences if s)
+    ]
     if not examples:
         raise ClozeformerError(f"{path}: no sentences found")
     return examples

@@ -35,14 +35,12 @@ def pick_column(
         if not required:  # e.g. the label column of an unlabelled test file at prediction time
             return None
         raise ClozeformerError(f"{path}:1: no column {given!r} for the {what} (columns: {', '.join(columns)})")
-    for name in defaults:
-        if name in columns:
-            return name
-    if required:
+    found = next((name for name in defaults if name in columns), None)
+    if found is None and required:
         raise ClozeformerError(
             f"{path}:1: cannot tell which column holds the {what} (columns: {', '.join(columns)}); pass {flag}"
         )
-    return None
+    return found
 
 
 def read_text_table(

@@ -30,9 +30,7 @@ def evaluate(cfg: EvaluateConfig) -> dict:
     }
     for sd in run.splits:
         t0 = time.monotonic()
-        decoded = run.decode(sd, cfg.eval_batch_size)
-        scores = runner.score(sd.examples, decoded)
-        result["scores"][sd.name] = scores
+        scores = result["scores"][sd.name] = runner.score(sd.examples, run.decode(sd, cfg.eval_batch_size))
         result["examples"][sd.name] = len(sd.examples)
         result["seconds"][sd.name] = round(time.monotonic() - t0, 2)
         print(f"{spec.name} {sd.name} ({len(sd.examples)} examples): {format_scores(scores)}")

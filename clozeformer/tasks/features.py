@@ -133,15 +133,11 @@ def collate(feats: list[dict], pad_id: int) -> dict[str, torch.Tensor]:
         "token_type_ids": torch.from_numpy(types).view(shape),
         "attention_mask": torch.from_numpy(mask).view(shape),
     }
-    if "labels" in feats[0]:
-        first = feats[0]["labels"]
-        if isinstance(first, list):  # token classification: (B, T), padding ignored by the loss
-            batch["labels"] = torch.from_numpy(pad_right([f["labels"] for f in feats], IGNORE_INDEX, T)[0])
-        elif isinstance(first, float):  # regression
-            batch["labels"] = torch.tensor([f["labels"] for f in feats], dtype=torch.float32)
-        else:
-            batch["labels"] = torch.tensor([f["labels"] for f in feats], dtype=torch.long)
-    for key in ("start_positions", "end_positions"):
+    for key in ("labels", "start_positions", "end_positions"):
         if key in feats[0]:
-            batch[key] = torch.tensor([f[key] for f in feats], dtype=torch.long)
+            values = [f[key] for f in feats]
+            if isinstance(values[0], list):  # token classification: (B, T), padding ignored by the loss
+                batch[key] = torch.from_numpy(pad_right(values, IGNORE_INDEX, T)[0])
+            else:  # float: regression
+                batch[key] = torch.tensor(values, dtype=torch.float32 if isinstance(values[0], float) else torch.long)
     return batch

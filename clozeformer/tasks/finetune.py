@@ -86,9 +86,8 @@ def read_task_data(cfg: FinetuneConfig, spec: TaskSpec, files: dict, tokenizer, 
     if not evals:
         print("warning: no dev file: no evaluation during training; the last checkpoint is kept", file=sys.stderr)
     labels = discover_labels(spec, train_ex)
-    check_labels(spec, train_ex, labels)
-    for ev in evals:
-        check_labels(spec, ev.examples, labels)
+    for examples in [train_ex, *(ev.examples for ev in evals)]:
+        check_labels(spec, examples, labels)
     version_2 = spec.qa_metric == "squad_v2" or (
         spec.qa_metric == "auto" and any(ex.is_impossible for ex in [*train_ex, *(e for ev in evals for e in ev.examples)])
     )
@@ -106,10 +105,7 @@ def task_model(cfg: FinetuneConfig, spec: TaskSpec, data: TaskData, tokenizer):
     evaluation does (QA windows and decoding, NER window length)."""
     model = build_task_model(spec, cfg, tokenizer, data.labels)
     max_len = data.runner.max_len
-    if max_len > model.config.max_position_embeddings:
-        raise ClozeformerError(
-            f"--max-seq-len {max_len} exceeds the model's max_position_embeddings ({model.config.max_position_embeddings})"
-        )
+    data.runner.check_fits(model.config)
     if spec.family == "token":  # the `ner` pipeline's windows: those evaluation reads with
         model.config.extra["ner_max_seq_len"] = max_len
     if spec.family == "qa":  # how `qa` and `serve` window and decode this model: as evaluation does
@@ -220,47 +216,33 @@ class _Training:
     def dev_scores(self) -> dict:
         """Every dev split's scores, the seconds they took, the task's main score on the first."""
         runner, evals, t_eval = self.runner, self.data.evals, time.monotonic()
-        scores = {}
-        for ev in evals:
-            outputs = runner.infer(self.model, ev.features, self.cfg.eval_batch_size, self.device)
-            scores[ev.name] = runner.score(ev.examples, runner.decode(ev.examples, ev.features, outputs))
+        scores = {
+            ev.name: runner.score(ev.examples, runner.predict(self.model, ev, self.cfg.eval_batch_size, self.device))
+            for ev in evals
+        }
         eval_seconds = round(time.monotonic() - t_eval, 2)
         return {"scores": scores, "eval_seconds": eval_seconds, "main": runner.main_score(scores[evals[0].name])}
 
+    def train(self, name: str) -> None:
+        """The loop: length-grouped batches per epoch, the core's optimizer step with its NaN guard,
+        evaluation every epoch (and --eval-every steps), the best checkpoint saved to `out`; each
+        evaluation (scores, mean training loss since the last one) also goes to `trackers`."""
+        from tqdm.auto import tqdm
 
-def train(
-    cfg: FinetuneConfig,
-    spec: TaskSpec,
-    data: TaskData,
-    model,
-    tokenizer,
-    device,
-    precision,
-    out: Path,
-    trackers: Trackers | None = None,
-) -> _Training:
-    """The loop: length-grouped batches per epoch, the core's optimizer step with its NaN guard,
-    evaluation every epoch (and --eval-every steps), the best checkpoint saved to `out`; each
-    evaluation (scores, mean training loss since the last one) also goes to `trackers`. Returns
-    the finished run."""
-    from tqdm.auto import tqdm
-
-    run = _Training(cfg, data, model, tokenizer, device, precision, out, trackers)
-    model.train()
-    # a log file (not a terminal) gets a progress line every 5 s instead of ten per second
-    mininterval = 0.1 if sys.stderr.isatty() else 5.0
-    bar = tqdm(total=run.total_steps, desc=f"finetune {spec.name}", unit="step", dynamic_ncols=True, mininterval=mininterval)
-    try:
-        while run.step < run.total_steps and not run.stopped_early:
-            run.run_epoch(bar)
-    finally:
-        bar.close()  # before any error line, so it starts a line of its own
-    run.seconds = time.monotonic() - run.t0
-    if run.stopped_early:
-        print(f"stopped after {run.step} steps: --max-time {cfg.max_time} min reached")
-    if not run.saved or not cfg.save_best or not data.evals:
-        run.save()
-    return run
+        self.model.train()
+        # a log file (not a terminal) gets a progress line every 5 s instead of ten per second
+        mininterval = 0.1 if sys.stderr.isatty() else 5.0
+        bar = tqdm(total=self.total_steps, desc=f"finetune {name}", unit="step", dynamic_ncols=True, mininterval=mininterval)
+        try:
+            while self.step < self.total_steps and not self.stopped_early:
+                self.run_epoch(bar)
+        finally:
+            bar.close()  # before any error line, so it starts a line of its own
+        self.seconds = time.monotonic() - self.t0
+        if self.stopped_early:
+            print(f"stopped after {self.step} steps: --max-time {self.cfg.max_time} min reached")
+        if not self.saved or not self.cfg.save_best or not self.data.evals:
+            self.save()
 
 
 def model_card(cfg: FinetuneConfig, spec: TaskSpec, result: dict, files: dict) -> str:
@@ -321,7 +303,8 @@ def finetune(cfg: FinetuneConfig) -> dict:
     if data.labels:
         print(f"labels ({len(data.labels)}): {', '.join(data.labels[:12])}{' ...' if len(data.labels) > 12 else ''}")
     with Trackers(cfg.report_to, out, config_dict(cfg), source="clozeformer finetune") as trackers:
-        run = train(cfg, spec, data, model, tokenizer, device, precision, out, trackers)
+        run = _Training(cfg, data, model, tokenizer, device, precision, out, trackers)
+        run.train(spec.name)
         if run.best is not None and run.best.get("scores"):
             trackers.summary({"kind": "best", "step": run.best["step"], "main": run.best["main"], **run.best["scores"]})
     problems.report()

@@ -29,6 +29,9 @@ from pathlib import Path
 from clozeformer.errors import ClozeformerError
 from clozeformer.tasks.common import Problems, Source, TextExample, first_row, iter_tsv
 
+_BIN = ("0", "1")
+_NLI2 = ("entailment", "not_entailment")
+
 
 @dataclass(frozen=True)
 class GlueTask:
@@ -40,9 +43,9 @@ class GlueTask:
     label: str
     metrics: tuple[str, ...]  # first = the task's main metric
     # split -> file name; more than one eval split for MNLI (matched / mismatched)
-    files: dict[str, str] = field(default_factory=dict)
-    # test split -> GLUE submission file name
-    submission: dict[str, str] = field(default_factory=dict)
+    files: dict[str, str] = field(default_factory=lambda: {s: f"{s}.tsv" for s in ("train", "dev", "test")})
+    # test split -> GLUE submission file name; None: {"test": "<title>.tsv"}
+    submission: dict[str, str] | None = None
     # CoLA: train/dev have no header; columns are (source, label, original mark, sentence)
     headerless: dict[str, int] | None = None
     # splits whose absence is not an error (MNLI's diagnostic set AX)
@@ -56,30 +59,19 @@ class GlueTask:
     def test_splits(self) -> tuple[str, ...]:
         return tuple(s for s in self.files if s.startswith("test") or s == "diagnostic")
 
+    def submission_file(self, split: str) -> str:
+        """The GLUE server's file name for the predictions of `split`."""
+        return (self.submission or {"test": f"{self.title}.tsv"}).get(split, f"{self.title}-{split}.tsv")
 
-_STD = {"train": "train.tsv", "dev": "dev.tsv", "test": "test.tsv"}
-_BIN = ("0", "1")
-_NLI2 = ("entailment", "not_entailment")
 
 GLUE_TASKS: dict[str, GlueTask] = {
     t.name: t
     for t in (
-        GlueTask(
-            "cola",
-            "CoLA",
-            _BIN,
-            "sentence",
-            None,
-            "label",
-            ("mcc", "accuracy"),
-            _STD,
-            {"test": "CoLA.tsv"},
-            headerless={"sentence": 3, "label": 1},
-        ),
-        GlueTask("sst2", "SST-2", _BIN, "sentence", None, "label", ("accuracy",), _STD, {"test": "SST-2.tsv"}),
-        GlueTask("mrpc", "MRPC", _BIN, "#1 String", "#2 String", "Quality", ("f1", "accuracy"), _STD, {"test": "MRPC.tsv"}),
-        GlueTask("stsb", "STS-B", None, "sentence1", "sentence2", "score", ("spearman", "pearson"), _STD, {"test": "STS-B.tsv"}),
-        GlueTask("qqp", "QQP", _BIN, "question1", "question2", "is_duplicate", ("f1", "accuracy"), _STD, {"test": "QQP.tsv"}),
+        GlueTask("cola", "CoLA", _BIN, "sentence", None, "label", ("mcc", "accuracy"), headerless={"sentence": 3, "label": 1}),
+        GlueTask("sst2", "SST-2", _BIN, "sentence", None, "label", ("accuracy",)),
+        GlueTask("mrpc", "MRPC", _BIN, "#1 String", "#2 String", "Quality", ("f1", "accuracy")),
+        GlueTask("stsb", "STS-B", None, "sentence1", "sentence2", "score", ("spearman", "pearson")),
+        GlueTask("qqp", "QQP", _BIN, "question1", "question2", "is_duplicate", ("f1", "accuracy")),
         GlueTask(
             "mnli",
             "MNLI",
@@ -88,20 +80,13 @@ GLUE_TASKS: dict[str, GlueTask] = {
             "sentence2",
             "gold_label",
             ("accuracy",),
-            {
-                "train": "train.tsv",
-                "dev_matched": "dev_matched.tsv",
-                "dev_mismatched": "dev_mismatched.tsv",
-                "test_matched": "test_matched.tsv",
-                "test_mismatched": "test_mismatched.tsv",
-                "diagnostic": "diagnostic.tsv",
-            },
+            {s: f"{s}.tsv" for s in ("train", "dev_matched", "dev_mismatched", "test_matched", "test_mismatched", "diagnostic")},
             {"test_matched": "MNLI-m.tsv", "test_mismatched": "MNLI-mm.tsv", "diagnostic": "AX.tsv"},
             optional_splits=("diagnostic",),
         ),
-        GlueTask("qnli", "QNLI", _NLI2, "question", "sentence", "label", ("accuracy",), _STD, {"test": "QNLI.tsv"}),
-        GlueTask("rte", "RTE", _NLI2, "sentence1", "sentence2", "label", ("accuracy",), _STD, {"test": "RTE.tsv"}),
-        GlueTask("wnli", "WNLI", _BIN, "sentence1", "sentence2", "label", ("accuracy",), _STD, {"test": "WNLI.tsv"}),
+        GlueTask("qnli", "QNLI", _NLI2, "question", "sentence", "label", ("accuracy",)),
+        GlueTask("rte", "RTE", _NLI2, "sentence1", "sentence2", "label", ("accuracy",)),
+        GlueTask("wnli", "WNLI", _BIN, "sentence1", "sentence2", "label", ("accuracy",)),
     )
 }
 
@@ -166,8 +151,5 @@ def _parse_label(task: GlueTask, raw: str, src: Source) -> str | float:
 
 def format_submission(task: GlueTask, examples: list[TextExample], predictions: list) -> str:
     """The GLUE server's TSV: `index<TAB>prediction`; STS-B scores clipped to [0, 5]."""
-    lines = ["index\tprediction"]
-    for ex, pred in zip(examples, predictions):
-        value = f"{min(max(float(pred), 0.0), 5.0):.3f}" if task.labels is None else str(pred)
-        lines.append(f"{ex.guid}\t{value}")
-    return "\n".join(lines) + "\n"
+    values = [f"{min(max(float(p), 0.0), 5.0):.3f}" if task.labels is None else str(p) for p in predictions]
+    return "\n".join(["index\tprediction", *(f"{ex.guid}\t{v}" for ex, v in zip(examples, values))]) + "\n"

@@ -20,6 +20,7 @@ unlabelled. Each example's source is `DATASET[split]:ROW` (row numbers from 1), 
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -84,13 +85,29 @@ class DatasetSplit:
     split: str
     data: Any  # datasets.Dataset
 
+    @property
+    def where(self) -> str:
+        return f"{self.ref}[{self.split}]"
+
     def __str__(self) -> str:
-        return f"{self.ref}[{self.split}] ({len(self.data):,} rows)"
+        return f"{self.where} ({len(self.data):,} rows)"
+
+    def _rows(self, problems: Problems) -> Iterator[tuple[int, Source, dict]]:
+        """(index, source, row) of every row, each counted as read."""
+        for i, row in enumerate(self.data):
+            src = Source(self.where, i + 1)
+            problems.row(src)
+            yield i, src, row
+
+    def _id_column(self, given: str | None, default: str | None) -> str | None:
+        """The --id-column (checked to exist), else `default`."""
+        if given and given not in self.data.column_names:
+            raise ClozeformerError(f"{self.where}: no id column {given!r} (columns: {', '.join(sorted(self.data.column_names))})")
+        return given or default
 
     def read(self, spec, problems: Problems, labeled: bool | None, columns: dict[str, str | None]) -> list:
         """The split's examples for `spec`; `columns`: the user's text/text_pair/label/id column flags."""
-        names = set(self.data.column_names)
-        where = f"{self.ref}[{self.split}]"
+        names, where = set(self.data.column_names), self.where
 
         def need(column: str | None, what: str) -> str:
             if column not in names:
@@ -101,15 +118,12 @@ class DatasetSplit:
             q, c = need(columns.get("text") or "question", "question"), need(columns.get("text_pair") or "context", "context")
             a = columns.get("label") or "answers"
             out = []
-            for i, row in enumerate(self.data):
-                src = Source(where, i + 1)
-                problems.row(src)
-                answers = row.get(a) or {"text": [], "answer_start": []}
+            for i, src, row in self._rows(problems):
+                answers = row.get(a) or {}
                 got = [Answer(t, int(s)) for t, s in zip(answers.get("text", []), answers.get("answer_start", []))]
                 if labeled and a not in names:
                     raise ClozeformerError(f"{where}: no answers column {a!r}")
-                qid = str(row.get("id", i))
-                out.append(QAExample(qid, row[q], row[c], got, not got, src, str(row.get("title", ""))))
+                out.append(QAExample(str(row.get("id", i)), row[q], row[c], got, not got, src, str(row.get("title", ""))))
             return out
         if spec.family == "token":
             return self._read_tokens(spec, problems, labeled, columns)
@@ -122,14 +136,11 @@ class DatasetSplit:
         label = columns.get("label") or "label"
         if labeled:
             need(label, "label")
-        feature = self.data.features.get(label) if label in names else None
-        class_names = list(getattr(feature, "names", None) or [])
+        class_names = _class_names(self.data.features.get(label)) if label in names else []
         fixed = set(spec.labels or ())
         use_names = bool(class_names) and (not fixed or set(class_names) <= fixed)
         out = []
-        for i, row in enumerate(self.data):
-            src = Source(where, i + 1)
-            problems.row(src)
+        for i, src, row in self._rows(problems):
             raw = row.get(label) if label in names else None
             value: str | float | None
             if raw is None or (isinstance(raw, int) and not isinstance(raw, bool) and raw < 0 and class_names):
@@ -149,8 +160,7 @@ class DatasetSplit:
         """CoNLL-2003 as the Hub has it (`id`, `tokens`, `pos_tags`, `chunk_tags`, `ner_tags` of
         ClassLabel ids), or --text-column / --label-column: the TokenExamples `read_conll` makes of
         the same sentences in a column file, its lines (word, POS, chunk, tag) included."""
-        names = list(self.data.column_names)
-        where = f"{self.ref}[{self.split}]"
+        names, where = list(self.data.column_names), self.where
         present = ", ".join(sorted(names))
         words_col = columns.get("text") or "tokens"
         if words_col not in names:
@@ -159,19 +169,14 @@ class DatasetSplit:
         has_tags = tags_col in names
         if labeled and not has_tags:
             raise ClozeformerError(f"{where}: no tag column {tags_col!r} (columns: {present}); pass --label-column")
-        id_col = columns.get("id")
-        if id_col and id_col not in names:
-            raise ClozeformerError(f"{where}: no id column {id_col!r} (columns: {present})")
-        id_col = id_col or ("id" if "id" in names else None)
+        id_col = self._id_column(columns.get("id"), "id" if "id" in names else None)
         # the columns between word and tag in a CoNLL-2003 file
         middle = [c for c in ("pos_tags", "chunk_tags") if c in names and c not in (words_col, tags_col)]
         # ClassLabel ids -> names; plain ids under --task conll2003 are the Hub's numbering of its tags
         vocab = {c: _class_names(self.data.features[c]) for c in middle}
         vocab[tags_col] = (_class_names(self.data.features[tags_col]) if has_tags else []) or list(spec.labels or ())
         out: list[TokenExample] = []
-        for i, row in enumerate(self.data):
-            src = Source(where, i + 1)
-            problems.row(src)
+        for _, src, row in self._rows(problems):
             words = as_list(row[words_col], src, words_col)
             if not words:
                 problems.warn("empty_row", src, "no words; row skipped")
@@ -194,8 +199,7 @@ class DatasetSplit:
     def _read_choice(self, problems: Problems, labeled: bool | None, columns: dict[str, str | None]) -> list:
         """SWAG as the Hub has it (`swag`, config `regular`: sent1, sent2, ending0..3, label; -1 in
         the test split): the ChoiceExamples `read_swag` makes of the same rows in a CSV."""
-        names = set(self.data.column_names)
-        where = f"{self.ref}[{self.split}]"
+        names, where = set(self.data.column_names), self.where
         missing = [c for c in ("sent1", "sent2", *ENDINGS) if c not in names]
         if missing:
             raise ClozeformerError(
@@ -205,14 +209,9 @@ class DatasetSplit:
         has_label = "label" in names
         if labeled and not has_label:
             raise ClozeformerError(f"{where}: no 'label' column: a train/dev split needs labels")
-        id_col = columns.get("id")
-        if id_col and id_col not in names:
-            raise ClozeformerError(f"{where}: no id column {id_col!r} (columns: {', '.join(sorted(names))})")
-        id_col = id_col or _first(names, ("", "Unnamed: 0"))  # the released CSVs' unnamed index column
+        id_col = self._id_column(columns.get("id"), _first(names, ("", "Unnamed: 0")))  # the released CSVs' unnamed index
         out: list[ChoiceExample] = []
-        for i, row in enumerate(self.data):
-            src = Source(where, i + 1)
-            problems.row(src)
+        for _, src, row in self._rows(problems):
             label = None
             if has_label and labeled is not False:
                 raw = row["label"]

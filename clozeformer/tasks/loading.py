@@ -153,17 +153,15 @@ def load_finetuned(cfg: TaskDataConfig, model_dir: str | None):
     model = model_class(spec).from_pretrained(mdir, strict_heads=True).to(device).eval()
     version_2 = bool(config.extra.get("qa_version_2", spec.qa_metric == "squad_v2"))
     runner = TaskRunner(spec, cfg, tokenizer, labels, version_2)
-    if runner.max_len > config.max_position_embeddings:
-        raise ClozeformerError(
-            f"--max-seq-len {runner.max_len} exceeds the model's max_position_embeddings ({config.max_position_embeddings})"
-        )
+    runner.check_fits(config)
     return spec, runner, model, device
 
 
 def read_splits(
-    spec: TaskSpec, cfg: TaskDataConfig, runner: TaskRunner, which: str, labeled: bool | None, problems: Problems
+    spec: TaskSpec, cfg: TaskDataConfig, runner: TaskRunner, labeled: bool | None, problems: Problems
 ) -> list[SplitData]:
-    wanted = spec.split_group(which)
+    """The examples and features of the splits `cfg.split` names (dev: all the eval splits)."""
+    wanted = spec.split_group(cfg.split)
     optional = tuple(s for s in wanted if s in spec.optional_splits)
     files = resolve_files(spec, cfg.data, wanted, optional=optional)
     out = []
@@ -192,7 +190,7 @@ class Session:
     def open(cls, cfg: TaskDataConfig, labeled: bool | None, default_out: str, config_name: str) -> Session:
         spec, runner, model, device = load_finetuned(cfg, cfg.model)
         problems = Problems(skip_bad_rows=cfg.skip_bad_rows)
-        splits = read_splits(spec, cfg, runner, cfg.split, labeled, problems)
+        splits = read_splits(spec, cfg, runner, labeled, problems)
         # beside a local model; a Hub model's snapshot is the cache's, not ours: ./NAME-<default_out>
         beside = Path(cfg.model) / default_out if Path(cfg.model).is_dir() else Path(f"{Path(cfg.model).name}-{default_out}")
         out = Path(cfg.out) if cfg.out else beside
@@ -202,8 +200,7 @@ class Session:
 
     def decode(self, sd: SplitData, batch_size: int) -> Any:
         """The split's model outputs, decoded into the task's predictions."""
-        outputs = self.runner.infer(self.model, sd.features, batch_size, self.device, progress=True)
-        return self.runner.decode(sd.examples, sd.features, outputs)
+        return self.runner.predict(self.model, sd, batch_size, self.device, progress=True)
 
 
 def task_config_from_args(cls: type, args: argparse.Namespace) -> TaskDataConfig:

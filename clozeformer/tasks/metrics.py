@@ -26,6 +26,7 @@ import string
 import warnings
 from collections import Counter
 from collections.abc import Iterable, Sequence
+from difflib import SequenceMatcher
 
 import numpy as np
 
@@ -114,21 +115,22 @@ def squad_f1(gold: str, pred: str, v2: bool = True) -> float:
     gold_toks, pred_toks = normalize_answer(gold).split(), normalize_answer(pred).split()
     if v2 and (not gold_toks or not pred_toks):
         return float(gold_toks == pred_toks)
-    num_same = sum((Counter(gold_toks) & Counter(pred_toks)).values())
-    if num_same == 0:
+    return _f1(sum((Counter(gold_toks) & Counter(pred_toks)).values()), len(pred_toks), len(gold_toks))
+
+
+def _f1(overlap: int, n_pred: int, n_gold: int) -> float:
+    """F1 of a prediction of `n_pred` items sharing `overlap` with a gold of `n_gold` (0 when none)."""
+    if overlap == 0:
         return 0.0
-    precision, recall = num_same / len(pred_toks), num_same / len(gold_toks)
+    precision, recall = overlap / n_pred, overlap / n_gold
     return 2 * precision * recall / (precision + recall)
 
 
 def squad_v1_evaluate(golds: dict[str, list[str]], preds: dict[str, str]) -> dict[str, float]:
     """SQuAD v1.1's `evaluate-v1.1.py`: max over gold answers; unanswered questions score 0."""
-    em = f1 = 0.0
-    for qid, answers in golds.items():
-        if qid not in preds:
-            continue
-        em += max(squad_exact(a, preds[qid]) for a in answers)
-        f1 += max(squad_f1(a, preds[qid], v2=False) for a in answers)
+    answered = [(answers, preds[qid]) for qid, answers in golds.items() if qid in preds]
+    em = sum(max(squad_exact(a, pred) for a in answers) for answers, pred in answered)
+    f1 = sum(max(squad_f1(a, pred, v2=False) for a in answers) for answers, pred in answered)
     n = len(golds)
     return {"exact_match": 100.0 * em / n, "f1": 100.0 * f1 / n}
 
@@ -232,30 +234,13 @@ def remove_punctuation(text: str) -> str:
 
 def _lcs_length(a: Sequence[str], b: Sequence[str]) -> int:
     """Length of the longest common *substring* (contiguous), as the script's `find_lcs`."""
-    best = 0
-    prev = [0] * (len(b) + 1)
-    for x in a:
-        cur = [0] * (len(b) + 1)
-        for j, y in enumerate(b):
-            if x == y:
-                cur[j + 1] = prev[j] + 1
-                best = max(best, cur[j + 1])
-        prev = cur
-    return best
+    return SequenceMatcher(None, a, b, autojunk=False).find_longest_match().size
 
 
 def cmrc_f1(answers: Sequence[str], prediction: str) -> float:
-    scores = []
     pred = mixed_segmentation(prediction, rm_punc=True)
-    for ans in answers:
-        gold = mixed_segmentation(ans, rm_punc=True)
-        lcs = _lcs_length(gold, pred)
-        if lcs == 0:
-            scores.append(0.0)
-            continue
-        p, r = lcs / len(pred), lcs / len(gold)
-        scores.append(2 * p * r / (p + r))
-    return max(scores) if scores else 0.0
+    golds = [mixed_segmentation(ans, rm_punc=True) for ans in answers]
+    return max((_f1(_lcs_length(gold, pred), len(pred), len(gold)) for gold in golds), default=0.0)
 
 
 def cmrc_em(answers: Sequence[str], prediction: str) -> int:
@@ -265,14 +250,10 @@ def cmrc_em(answers: Sequence[str], prediction: str) -> int:
 
 def cmrc_evaluate(golds: dict[str, list[str]], preds: dict[str, str]) -> dict[str, float]:
     """CMRC 2018's `evaluate()`: F1, EM (percent, unanswered count as 0) and their AVERAGE."""
-    f1 = em = 0.0
-    for qid, answers in golds.items():
-        if qid not in preds:
-            continue
-        f1 += cmrc_f1(answers, preds[qid])
-        em += cmrc_em(answers, preds[qid])
+    answered = [(answers, preds[qid]) for qid, answers in golds.items() if qid in preds]
     n = max(len(golds), 1)
-    f1, em = 100.0 * f1 / n, 100.0 * em / n
+    f1 = 100.0 * sum(cmrc_f1(answers, pred) for answers, pred in answered) / n
+    em = 100.0 * sum(cmrc_em(answers, pred) for answers, pred in answered) / n
     return {"f1": f1, "exact_match": em, "average": (f1 + em) / 2}
 
 

@@ -37,8 +37,7 @@ def predict(cfg: PredictConfig) -> dict:
             + ", ".join(str(p) for p in written)
         )
         if _fully_labelled(spec, sd.examples):
-            scores = runner.score(sd.examples, decoded)
-            result["scores"][sd.name] = scores
+            scores = result["scores"][sd.name] = runner.score(sd.examples, decoded)
             print(f"  (labelled) {format_scores(scores)}")
     problems.report()
     result["warnings"] = dict(problems.counts)

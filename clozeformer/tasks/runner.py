@@ -98,6 +98,13 @@ class TaskRunner:
         self.version_2 = version_2
         self.max_len = cfg.max_seq_len or spec.default_max_seq_len
 
+    def check_fits(self, config) -> None:
+        """The model (`config`) must have a position for every token of an input."""
+        if self.max_len > config.max_position_embeddings:
+            raise ClozeformerError(
+                f"--max-seq-len {self.max_len} exceeds the model's max_position_embeddings ({config.max_position_embeddings})"
+            )
+
     # ------------------------------------------------------------------ encode
     def featurize(self, examples: list, problems: Problems, training: bool) -> list[dict]:
         fam = self.spec.family
@@ -130,9 +137,7 @@ class TaskRunner:
         batches = batch_indices(lengths, batch_size, shuffle=False)
         for idx in tqdm(batches, desc="eval", leave=False, disable=not progress):
             batch = F.collate([feats[i] for i in idx], pad_id)
-            inputs = ("input_ids", "token_type_ids", "attention_mask")
-            batch = {k: v.to(device) for k, v in batch.items() if k in inputs}
-            res = model(**batch)
+            res = model(**{k: batch[k].to(device) for k in ("input_ids", "token_type_ids", "attention_mask")})
             if self.spec.family == "qa":
                 s, e = res.start_logits.float().cpu().numpy(), res.end_logits.float().cpu().numpy()
                 for b, i in enumerate(idx):
@@ -142,6 +147,10 @@ class TaskRunner:
                 for b, i in enumerate(idx):
                     out[i] = logits[b, : lengths[i]] if self.spec.family == "token" else logits[b]
         return out
+
+    def predict(self, model, split: SplitData, batch_size: int, device: torch.device, progress: bool = False) -> Decoded:
+        """The model's outputs on `split`, decoded into the task's predictions."""
+        return self.decode(split.examples, split.features, self.infer(model, split.features, batch_size, device, progress))
 
     # ------------------------------------------------------------------ logits -> predictions
     def decode(self, examples: list, feats: list[dict], outputs: list[Any]) -> Decoded:
@@ -218,9 +227,9 @@ class TaskRunner:
         fam = self.spec.family
         g = self.spec.glue
         if g is not None:
-            name = g.submission.get(split, f"{g.title}-{split}.tsv")
-            atomic_write_text(out_dir / name, glue.format_submission(g, examples, decoded.predictions))
-            return [out_dir / name]
+            path = out_dir / g.submission_file(split)
+            atomic_write_text(path, glue.format_submission(g, examples, decoded.predictions))
+            return [path]
         if fam == "qa":
             written = [out_dir / f"predictions_{split}.json", out_dir / f"nbest_predictions_{split}.json"]
             atomic_write_json(written[0], {ex.qid: p for ex, p in zip(examples, decoded.predictions)})
@@ -234,10 +243,8 @@ class TaskRunner:
             atomic_write_text(path, format_conll(examples, decoded.predictions))
             return [path]
         path = out_dir / f"predictions_{split}.tsv"
-        rows = ["index\tprediction"]
-        for ex, p in zip(examples, decoded.predictions):
-            rows.append(f"{ex.guid}\t{p:.6g}" if isinstance(p, float) else f"{ex.guid}\t{p}")
-        atomic_write_text(path, "\n".join(rows) + "\n")
+        rows = [f"{ex.guid}\t{format(p, '.6g') if isinstance(p, float) else p}" for ex, p in zip(examples, decoded.predictions)]
+        atomic_write_text(path, "\n".join(["index\tprediction", *rows]) + "\n")
         return [path]
 
 

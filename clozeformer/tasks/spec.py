@@ -85,7 +85,7 @@ _CUSTOM_SPLITS = {s: tuple(f"{stem}.{e}" for stem in stems for e in _TABLE_EXT) 
 _TOKEN_SPLITS = {
     s: tuple(f"{stem}.{e}" for stem in stems for e in ("txt", "conll", "txt.gz", *_TABLE_EXT)) for s, stems in _STEMS.items()
 }
-
+_NER_METRICS = ("f1", "precision", "recall", "accuracy")
 
 #: span QA task -> (title, train file, dev file, metric)
 _QA_TASKS = {
@@ -151,39 +151,23 @@ def get_task(name: str | None, cfg: TaskDataConfig) -> TaskSpec:
             canon, "qa", title, squad.read_squad, splits, metrics=("f1", "exact_match"), default_max_seq_len=384, qa_metric=metric
         )
     if canon == "conll2003":
+        splits = {
+            "train": ("train.txt", "eng.train"),
+            "dev": ("valid.txt", "dev.txt", "eng.testa"),
+            "test": ("test.txt", "eng.testb"),
+        }
         return TaskSpec(
-            canon,
-            "token",
-            "CoNLL-2003 NER",
-            conll.read_conll,
-            {
-                "train": ("train.txt", "eng.train"),
-                "dev": ("valid.txt", "dev.txt", "eng.testa"),
-                "test": ("test.txt", "eng.testb"),
-            },
-            labels=conll.CONLL2003_TAGS,
-            metrics=("f1", "precision", "recall", "accuracy"),
+            canon, "token", "CoNLL-2003 NER", conll.read_conll, splits, labels=conll.CONLL2003_TAGS, metrics=_NER_METRICS
         )
     if canon == "swag":
-        return TaskSpec(
-            canon,
-            "choice",
-            "SWAG",
-            swag.read_swag,
-            {"train": ("train.csv",), "dev": ("val.csv", "dev.csv"), "test": ("test.csv",)},
-        )
+        splits = {"train": ("train.csv",), "dev": ("val.csv", "dev.csv"), "test": ("test.csv",)}
+        return TaskSpec(canon, "choice", "SWAG", swag.read_swag, splits)
     if canon == "chnsenticorp":
         read = partial(
             custom.read_text_table, text_column="text_a", pair_column=None, label_column="label", pair=False, regression=False
         )
-        return TaskSpec(
-            canon,
-            "classification",
-            "ChnSentiCorp",
-            read,
-            {"train": ("train.tsv",), "dev": ("dev.tsv",), "test": ("test.tsv",)},
-            labels=("0", "1"),
-        )
+        splits = {s: (f"{s}.tsv",) for s in ("train", "dev", "test")}
+        return TaskSpec(canon, "classification", "ChnSentiCorp", read, splits, labels=("0", "1"))
     return _custom_task(canon, cfg)
 
 
@@ -196,12 +180,7 @@ def read_examples(
     from clozeformer.tasks.hfdatasets import DatasetSplit
 
     if isinstance(source, DatasetSplit):
-        columns = {
-            "text": getattr(cfg, "text_column", None),
-            "text_pair": getattr(cfg, "text_pair_column", None),
-            "label": getattr(cfg, "label_column", None),
-            "id": getattr(cfg, "id_column", None),
-        }
+        columns = {k: getattr(cfg, f"{k}_column", None) for k in ("text", "text_pair", "label", "id")}
         return source.read(spec, problems, labeled, columns)
     return spec.read(source, problems, labeled)
 
@@ -222,28 +201,23 @@ def _custom_task(canon: str, cfg: TaskDataConfig) -> TaskSpec:
             regression=regression,
             id_column=cfg.id_column,
         )
+        family: Family = "regression" if regression else "classification"
         metrics = ("pearson", "spearman", "mse") if regression else ("accuracy", "macro_f1")
-        return TaskSpec(
-            canon, "regression" if regression else "classification", canon, read, dict(_CUSTOM_SPLITS), metrics=metrics
-        )
+        return TaskSpec(canon, family, canon, read, dict(_CUSTOM_SPLITS), metrics=metrics)
     if canon == "token-classification":
 
         def read_tokens(path, problems, labeled=True):
-            name = Path(path).name.lower().removesuffix(".gz")
-            if name.endswith((".txt", ".conll", ".iob", ".bio")):
+            if Path(path).name.lower().removesuffix(".gz").endswith((".txt", ".conll", ".iob", ".bio")):
                 return conll.read_conll(path, problems, labeled)
             return conll.read_token_table(
                 path, problems, words_column=cfg.text_column or "tokens", tags_column=cfg.label_column or "tags", labeled=labeled
             )
 
-        return TaskSpec(
-            canon, "token", canon, read_tokens, dict(_TOKEN_SPLITS), metrics=("f1", "precision", "recall", "accuracy")
-        )
+        return TaskSpec(canon, "token", canon, read_tokens, dict(_TOKEN_SPLITS), metrics=_NER_METRICS)
 
     # qa
     def read_qa(path, problems, labeled=True):
-        name = Path(path).name.lower().removesuffix(".gz")
-        if name.endswith(".json") and _looks_like_squad(path):
+        if Path(path).name.lower().removesuffix(".gz").endswith(".json") and _looks_like_squad(path):
             return squad.read_squad(path, problems, labeled)
         return squad.read_qa_table(
             path,
@@ -326,14 +300,10 @@ def resolve_files(spec: TaskSpec, data: list[str], wanted: tuple[str, ...], opti
             f"({', '.join(free) or 'none'}); name them as SPLIT=FILE"
         )
     files.update(zip(free, bare))
-    for split in wanted:
-        if split in files:
-            continue
-        for d in dirs:
-            found = _find(d, spec.splits[split])
-            if found is not None:
-                files[split] = found
-                break
+    for split in (s for s in wanted if s not in files):  # the first directory holding one of its names
+        found = next((f for d in dirs if (f := _find(d, spec.splits[split])) is not None), None)
+        if found is not None:
+            files[split] = found
     missing = [s for s in wanted if s not in files and s not in optional]
     if missing:
         where = ", ".join(str(d) for d in dirs) or "the files given"

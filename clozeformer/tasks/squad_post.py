@@ -120,12 +120,7 @@ def postprocess(
     for i, ex in enumerate(examples):
         windows = [(features[j]["offsets"], start_logits[j], end_logits[j]) for j in by_example.get(i, [])]
         answer = decode_question(
-            ex.context,
-            windows,
-            n_best=n_best,
-            max_answer_len=max_answer_len,
-            version_2=version_2,
-            null_threshold=null_threshold,
+            ex.context, windows, n_best=n_best, max_answer_len=max_answer_len, version_2=version_2, null_threshold=null_threshold
         )
         predictions[ex.qid] = answer.text
         nbest_out[ex.qid] = answer.nbest

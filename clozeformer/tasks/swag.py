@@ -33,7 +33,7 @@ def read_swag(path: str | Path, problems: Problems, labeled: bool | None = True)
     has_label = "label" in cols
     if labeled and not has_label:
         raise ClozeformerError(f"{path}:{line0}: no 'label' column: a train/dev file needs labels")
-    index_col = cols.get("", None)
+    index_col = cols.get("")
     examples: list[ChoiceExample] = []
     for line, fields in rows:
         src = Source(name, line)
