@@ -26,7 +26,7 @@ _UNSET = object()
 
 def flag_help(text: str, **kw) -> dict:
     """A config field's metadata: its --help text, and e.g. choices=..., or min=/max= bounds
-    that `dataclass_from_args` checks for flags and config-file values alike."""
+    that `config_from_args` checks for flags and config-file values alike."""
     return {"help": text, **kw}
 
 
@@ -94,35 +94,32 @@ def _base_type(tp: Any) -> tuple[Any, bool]:
     return tp, False
 
 
-def add_dataclass_args(parser: argparse.ArgumentParser, cls: type, *, positional: tuple[str, ...] = ()) -> None:
-    """Add one flag per field of dataclass `cls`; defaults stay unset so a file can fill them."""
+def add_config_args(parser: argparse.ArgumentParser, cls: type, *, positional: tuple[str, ...] = ()) -> None:
+    """A verb's flags: one per field of dataclass `cls` (defaults stay unset so a file can fill them), plus
+    `--config FILE` (JSON/YAML of the same names)."""
+    parser.add_argument("--config", default=None, help=f"JSON/YAML file of {cls.__name__} values (the flags' names; flags win)")
     hints = typing.get_type_hints(cls)
     group = parser.add_argument_group(f"{cls.__name__} options")
     for f in dataclasses.fields(cls):
         tp, _ = _base_type(hints[f.name])
         default = f.default_factory() if f.default_factory is not dataclasses.MISSING else f.default
-        help_ = f.metadata.get("help", "")
         choices = f.metadata.get("choices")
         if choices is None and typing.get_origin(tp) is typing.Literal:
             choices = list(typing.get_args(tp))
             tp = type(choices[0])
-        help_ = f"{help_} (default: {default})" if help_ else f"(default: {default})"
-        names = [f.name] if f.name in positional else ["--" + f.name.replace("_", "-")]
+        pos = f.name in positional
+        help_ = " ".join(filter(None, (f.metadata.get("help"), f"(default: {default})")))
         # SUPPRESS: an option not given leaves no attribute, so a config file can fill it, and
         # ArgumentDefaultsHelpFormatter does not print the placeholder (the help says the default)
-        kw: dict[str, Any] = dict(help=help_, default=argparse.SUPPRESS if f.name not in positional else default)
-        if f.name not in positional:
-            kw["dest"] = f.name
+        kw: dict[str, Any] = dict(help=help_, default=default if pos else argparse.SUPPRESS)
         if tp is bool:
             kw["action"] = argparse.BooleanOptionalAction
         elif typing.get_origin(tp) in (list, tuple):
-            inner = typing.get_args(tp)[0] if typing.get_args(tp) else str
-            kw.update(nargs="+" if f.name not in positional else "*", type=inner)
+            kw.update(nargs="*" if pos else "+", type=(typing.get_args(tp) or (str,))[0])
         else:
-            kw["type"] = {float: finite_float, int: int, str: str}.get(tp, str)
-            if choices:
-                kw["choices"] = choices
-        group.add_argument(*names, **kw)
+            kw.update(type={float: finite_float, int: int, str: str}.get(tp, str), choices=choices or None)
+        # the dest of `--name-with-dashes` is argparse's own: name_with_dashes, the field's name
+        group.add_argument(f.name if pos else "--" + f.name.replace("_", "-"), **kw)
 
 
 def load_config_file(path: str | Path) -> dict[str, Any]:
@@ -146,27 +143,16 @@ def load_config_file(path: str | Path) -> dict[str, Any]:
     return data
 
 
-def add_config_args(parser: argparse.ArgumentParser, cls: type, **kw: Any) -> None:
-    """A verb's flags: one per field of `cls`, plus `--config FILE` (JSON/YAML of the same names)."""
-    parser.add_argument("--config", default=None, help=f"JSON/YAML file of {cls.__name__} values (the flags' names; flags win)")
-    add_dataclass_args(parser, cls, **kw)
-
-
 def config_from_args(cls: type[T], args: argparse.Namespace, defaults: dict[str, Any] | None = None) -> T:
     """A verb's config: `cls` defaults <- `defaults` (e.g. a model's saved settings) <- the
     --config file <- flags; every value type- and range-checked by `cls`."""
-    values = dict(defaults or {})
+    file_values = dict(defaults or {})
     if getattr(args, "config", None):
-        values.update(load_config_file(args.config))
-    return dataclass_from_args(cls, args, values)
-
-
-def dataclass_from_args(cls: type[T], args: argparse.Namespace, file_values: dict[str, Any] | None = None) -> T:
-    """Build `cls` from defaults <- config file <- command-line flags."""
+        file_values.update(load_config_file(args.config))
     names = {f.name for f in dataclasses.fields(cls)}  # type: ignore[arg-type]
     hints = typing.get_type_hints(cls)
     values: dict[str, Any] = {}
-    for k, v in (file_values or {}).items():
+    for k, v in file_values.items():
         k = k.replace("-", "_")
         if k not in names:
             raise ClozeformerError(f"config file: unknown option {k!r} for {cls.__name__}")

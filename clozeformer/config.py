@@ -23,6 +23,9 @@ ACTIVATIONS = ("gelu", "gelu_new", "gelu_pytorch_tanh", "gelu_fast", "relu", "si
 #: How positions enter the model (see model.py): BERT's learned table, or RoFormer's rotary attention.
 POSITION_TYPES = ("absolute", "rotary")
 
+#: fields left out of config.json while they hold these defaults (keeps config.json as HF writes it)
+OMITTED_DEFAULTS = {"problem_type": None, "classifier_dropout": None, "classifier_pooling": "cls", "is_decoder": False}
+
 #: (num_hidden_layers, hidden_size, num_attention_heads) of the named presets
 #: (Turc et al. 2019, "Well-Read Students Learn Better", for tiny..medium; Devlin et al. for base/large).
 PRESETS: dict[str, tuple[int, int, int]] = {
@@ -108,10 +111,8 @@ class BertConfig:
                     raise bad("id2label", "an object with integer keys")
                 if not isinstance(v, (str, int, float)) or isinstance(v, bool):
                     raise bad("id2label", "an object of label strings")
-        if self.label2id is not None:
-            for v in self.label2id.values():
-                if isinstance(v, bool) or not isinstance(v, int):
-                    raise bad("label2id", "an object of integer ids")
+        if self.label2id is not None and any(isinstance(v, bool) or not isinstance(v, int) for v in self.label2id.values()):
+            raise bad("label2id", "an object of integer ids")
         archs = self.extra.get("architectures")
         if archs is not None and not (isinstance(archs, list) and all(isinstance(a, str) for a in archs)):
             raise ClozeformerError(f"invalid BertConfig: architectures must be a list of class names, got {archs!r}")
@@ -188,27 +189,17 @@ class BertConfig:
     # ------------------------------------------------------------------ (de)serialisation
     def to_dict(self) -> dict[str, Any]:
         """The HF `config.json` dict (model_type 'bert' or 'roformer', id2label keys as strings)."""
-        d: dict[str, Any] = {"model_type": self.model_type}
-        d.update(self.extra)
+        d: dict[str, Any] = {"model_type": self.model_type, **self.extra}
         if isinstance(d.get("architectures"), list):
             d["architectures"] = [self.hf_architecture(a) if isinstance(a, str) else a for a in d["architectures"]]
-        for f in dataclasses.fields(self):
-            if f.name == "extra":
-                continue
-            v = getattr(self, f.name)
-            if f.name == "id2label":
-                v = None if v is None else {str(k): lab for k, lab in v.items()}
-            d[f.name] = v
-        if d.get("id2label") is None:  # HF writes explicit default labels; keep absent instead
-            d.pop("id2label")
-            d.pop("label2id", None)
-        for key in ("problem_type", "classifier_dropout"):
-            if d.get(key) is None:
-                d.pop(key, None)
-        if d.get("classifier_pooling") == "cls":  # the default: keep HF's config.json as HF writes it
-            d.pop("classifier_pooling")
-        if not d.get("is_decoder"):
-            d.pop("is_decoder", None)
+        d.update((f.name, getattr(self, f.name)) for f in dataclasses.fields(self) if f.name != "extra")
+        if self.id2label is None:  # HF writes explicit default labels; keep absent instead
+            del d["id2label"], d["label2id"]
+        else:
+            d["id2label"] = {str(k): lab for k, lab in self.id2label.items()}
+        for key, default in OMITTED_DEFAULTS.items():
+            if d[key] == default:
+                del d[key]
         if self.rotary:  # RoFormerConfig's spelling: no position_embedding_type, explicit rotary fields
             d.pop("position_embedding_type")
             d.update(embedding_size=self.hidden_size, rotary_value=False)

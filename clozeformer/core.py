@@ -35,21 +35,13 @@ def param_groups(model: nn.Module, weight_decay: float) -> list[dict]:
     no_decay_ids = {id(p) for m in model.modules() if isinstance(m, nn.LayerNorm) for p in m.parameters(recurse=False)}
     decay, no_decay = [], []
     for name, p in model.named_parameters():
-        if not p.requires_grad:
-            continue
-        if id(p) in no_decay_ids or name.split(".")[-1] == "bias":
-            no_decay.append(p)
-        else:
-            decay.append(p)
+        if p.requires_grad:
+            (no_decay if id(p) in no_decay_ids or name.split(".")[-1] == "bias" else decay).append(p)
     return [{"params": decay, "weight_decay": weight_decay}, {"params": no_decay, "weight_decay": 0.0}]
 
 
 def adamw(
-    groups: list[dict],
-    lr: float,
-    betas: tuple[float, float] = (0.9, 0.999),
-    eps: float = 1e-6,
-    impl: str = "auto",
+    groups: list[dict], lr: float, betas: tuple[float, float] = (0.9, 0.999), eps: float = 1e-6, impl: str = "auto"
 ) -> torch.optim.AdamW:
     """AdamW; impl "auto" takes the fused kernel (one pass per tensor list; on CPU since torch
     2.4, ~7x the per-op path for a small model whose embedding matrix dominates) and falls

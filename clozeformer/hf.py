@@ -30,7 +30,7 @@ from safetensors.torch import load_file, save_file
 
 from clozeformer.config import BertConfig
 from clozeformer.errors import ClozeformerError
-from clozeformer.io import atomic_path, atomic_write_text, check_complete
+from clozeformer.io import atomic_path, atomic_write_json, check_complete
 
 log = logging.getLogger("clozeformer")
 
@@ -59,10 +59,7 @@ HEAD_KEY_MAP: dict[str, str] = {
 
 #   rotary models whose head reads the pooler (sequence classification, multiple choice): RoFormer
 #   calls the pooler's dense layer part of its classifier
-ROFORMER_POOLED_HEAD_MAP: dict[str, str] = {
-    "pooler.dense.": "classifier.dense.",
-    "classifier.": "classifier.out_proj.",
-}
+ROFORMER_POOLED_HEAD_MAP: dict[str, str] = {"pooler.dense.": "classifier.dense.", "classifier.": "classifier.out_proj."}
 #: the backbone's prefix in HF checkpoints, by model_type
 BACKBONE_PREFIX = {"bert": "bert.", "roformer": "roformer."}
 ROFORMER_SINUSOID_KEY = "encoder.embed_positions.weight"
@@ -78,15 +75,11 @@ _LAYER = re.compile(r"^encoder\.layer\.(\d+)\.(.*)$")
 
 
 def _swap(key: str, table: dict[str, str]) -> str:
-    for a, b in table.items():
-        if key.startswith(a):
-            return b + key[len(a) :]
-    return key
+    return next((b + key[len(a) :] for a, b in table.items() if key.startswith(a)), key)
 
 
 def _map(key: str, layer_table: dict[str, str], head_table: dict[str, str]) -> str:
-    m = _LAYER.match(key)
-    if m:
+    if m := _LAYER.match(key):
         return f"encoder.layer.{m.group(1)}." + _swap(m.group(2), layer_table)
     return _swap(key, head_table)
 
@@ -107,11 +100,9 @@ def to_hf_key(key: str, rotary: bool = False, pooled_head: bool = False) -> str:
 
 def from_hf_key(key: str, rotary: bool = False) -> str:
     """HF name (without the backbone prefix; TF `gamma`/`beta` accepted) -> ours, backbone-relative."""
-    key = re.sub(r"\.gamma$", ".weight", key)
-    key = re.sub(r"\.beta$", ".bias", key)
-    heads = {v: k for k, v in head_map(rotary, pooled_head=rotary).items()}
-    # longest HF prefix first: "classifier.out_proj." before a bare "classifier." would match
-    heads = dict(sorted(heads.items(), key=lambda kv: -len(kv[0])))
+    key = re.sub(r"\.beta$", ".bias", re.sub(r"\.gamma$", ".weight", key))
+    # inverted, longest HF prefix first: "classifier.out_proj." before a bare "classifier." would match
+    heads = dict(sorted(((v, k) for k, v in head_map(rotary, pooled_head=rotary).items()), key=lambda kv: -len(kv[0])))
     return _map(key, {v: k for k, v in LAYER_KEY_MAP.items()}, heads)
 
 
@@ -183,26 +174,18 @@ def load_pretrained(cls, path, strict_heads: bool = False, **config_overrides: A
     raw, weights_file = read_weights(directory)
 
     # HF name -> ours, backbone-relative; drop buffers and tied copies
-    prefix = BACKBONE_PREFIX[config.model_type]
-    theirs: dict[str, torch.Tensor] = {}
-    for key, tensor in raw.items():
-        k = key.removeprefix(prefix)
-        if not IGNORED_HF.search(k):
-            theirs[from_hf_key(k, config.rotary)] = tensor
+    stripped = {k.removeprefix(BACKBONE_PREFIX[config.model_type]): t for k, t in raw.items()}
+    theirs = {from_hf_key(k, config.rotary): t for k, t in stripped.items() if not IGNORED_HF.search(k)}
 
     model = cls(config)
-    has_backbone_prefix = hasattr(model, "bert")
-
-    def relative(key: str) -> str:  # our key without the backbone's `bert.` (the names in `theirs`)
-        return key.removeprefix("bert.") if has_backbone_prefix else key
-
+    backbone = "bert." if hasattr(model, "bert") else ""  # our keys' backbone prefix; `theirs` has none
     own = model.state_dict()
     tied = {"mlm.decoder.weight"}
     new, mismatched_heads = [], []
     loaded: set[str] = set()
     with torch.no_grad():
         for full_key, param in own.items():
-            rel = relative(full_key)
+            rel = full_key.removeprefix(backbone)
             if rel in tied:
                 continue
             src = theirs.get(rel)
@@ -210,7 +193,8 @@ def load_pretrained(cls, path, strict_heads: bool = False, **config_overrides: A
                 if rel.startswith(HEAD_PREFIXES):
                     new.append(full_key)
                     continue
-                missing = [k for k in map(relative, own) if k not in theirs and k not in tied and not k.startswith(HEAD_PREFIXES)]
+                rels = (k.removeprefix(backbone) for k in own)
+                missing = [k for k in rels if k not in theirs and k not in tied and not k.startswith(HEAD_PREFIXES)]
                 raise ClozeformerError(
                     f"{weights_file}: missing tensor {to_hf_key(full_key, config.rotary)!r} "
                     f"({len(missing)} backbone tensors missing in all; is this a BERT checkpoint "
@@ -270,10 +254,7 @@ def hf_state_dict(model: torch.nn.Module) -> dict[str, torch.Tensor]:
 
 def save_pretrained(model: torch.nn.Module, directory) -> None:
     """Write config.json + model.safetensors (each file atomically)."""
-    directory = Path(directory)
-    directory.mkdir(parents=True, exist_ok=True)
-    cfg_dict = model.config.to_dict()
-    cfg_dict["architectures"] = [model.config.hf_architecture(type(model).hf_architecture)]
-    atomic_write_text(directory / "config.json", json.dumps(cfg_dict, indent=2, ensure_ascii=False) + "\n")
-    with atomic_path(directory / "model.safetensors") as tmp:
+    architectures = [model.config.hf_architecture(type(model).hf_architecture)]
+    atomic_write_json(Path(directory) / "config.json", {**model.config.to_dict(), "architectures": architectures})
+    with atomic_path(Path(directory) / "model.safetensors") as tmp:
         save_file(hf_state_dict(model), str(tmp), metadata={"format": "pt"})

@@ -25,17 +25,11 @@ from clozeformer.errors import ClozeformerError
 #: `name`, `org/name`, optionally `@revision` (a branch, tag or commit): the Hub's repo-id grammar.
 _HUB_ID = re.compile(r"^(?P<repo>[A-Za-z0-9][\w.-]{0,95}(?:/[A-Za-z0-9][\w.-]{0,95})?)(?:@(?P<rev>[\w./-]+))?$")
 
+#: A model's tokenizer files and sentence-transformers pooling, fetched and pushed alike.
+TOKENIZER_FILES = ("vocab.txt", "tokenizer.json", "tokenizer_config.json", "special_tokens_map.json")
+POOLING_FILES = ("modules.json", "*Pooling/config.json")
 #: What a BERT-family model directory may need; weights are asked for separately (safetensors first).
-MODEL_FILES = [
-    "config.json",
-    "vocab.txt",
-    "tokenizer.json",
-    "tokenizer_config.json",
-    "special_tokens_map.json",
-    "modules.json",
-    "sentence_bert_config.json",
-    "*Pooling/config.json",
-]
+MODEL_FILES = ["config.json", *TOKENIZER_FILES, *POOLING_FILES, "sentence_bert_config.json"]
 SAFETENSORS = ["model.safetensors", "model.safetensors.index.json", "model-*.safetensors"]
 PICKLED = ["pytorch_model.bin", "pytorch_model.bin.index.json", "pytorch_model-*.bin"]
 
@@ -88,23 +82,12 @@ def _snapshot(repo: str, revision: str | None, cache: str, local_only: bool) -> 
     except ImportError:
         raise ClozeformerError(f"{repo}: loading a Hub model id needs huggingface_hub (pip install huggingface_hub)") from None
 
-    def fetch(patterns: list[str]) -> Path:
-        return Path(
-            snapshot_download(
-                repo,
-                revision=revision,
-                cache_dir=cache,
-                local_files_only=local_only,
-                allow_patterns=patterns,
-                token=os.environ.get("HF_TOKEN") or None,
-            )
-        )
-
+    kw = dict(revision=revision, cache_dir=cache, local_files_only=local_only, token=os.environ.get("HF_TOKEN") or None)
     at = f"{repo}@{revision}" if revision else repo
     try:
-        snap = fetch(MODEL_FILES + SAFETENSORS)
+        snap = Path(snapshot_download(repo, allow_patterns=MODEL_FILES + SAFETENSORS, **kw))
         if not any(snap.glob("*.safetensors")):
-            snap = fetch(MODEL_FILES + PICKLED)
+            snap = Path(snapshot_download(repo, allow_patterns=MODEL_FILES + PICKLED, **kw))
     except errors.GatedRepoError:
         raise ClozeformerError(
             f"{at}: a gated model on the Hugging Face Hub: accept its terms on huggingface.co and set HF_TOKEN"
@@ -133,15 +116,9 @@ def _snapshot(repo: str, revision: str | None, cache: str, local_only: bool) -> 
 #: What a pushed model directory consists of; training state (optimizer, RNG, markers) stays home.
 PUSHED = (
     "config.json",
-    "model.safetensors",
-    "model.safetensors.index.json",
-    "model-*.safetensors",
-    "vocab.txt",
-    "tokenizer.json",
-    "tokenizer_config.json",
-    "special_tokens_map.json",
-    "modules.json",
-    "*Pooling/config.json",
+    *SAFETENSORS,
+    *TOKENIZER_FILES,
+    *POOLING_FILES,
     "generator/*",
     "model.onnx",
     "README.md",

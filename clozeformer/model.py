@@ -8,9 +8,9 @@ Positions come in one of two ways (`BertConfig.position_embedding_type`):
   position inside attention, so q.k depends on the relative offset and "look at the next token"
   is expressible from the first step. Same layers otherwise; saved as an HF RoFormer directory.
 
-Dimension legend: B batch, T sequence length, H hidden size, NH attention heads,
-D = H / NH head size, I intermediate (FFN) size, V vocabulary size, N masked positions,
-C choices (multiple choice), K labels.
+Dimension legend: B batch, T sequence length, H hidden size, NH attention heads, D = H / NH head size,
+I intermediate (FFN) size, V vocabulary size, N masked positions, C choices (multiple choice), K labels.
+A label of -100 is ignored (F.cross_entropy's default ignore_index).
 
 The module tree is our own, kept short; `clozeformer/hf.py` holds the one explicit map from
 our parameter names to the names of Hugging Face / Google BERT checkpoints. The model knows
@@ -24,6 +24,7 @@ does ~7x less work. `tests/test_model.py` proves sparse and dense give the same 
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -31,6 +32,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from clozeformer import hf
 from clozeformer.config import BertConfig
 
 # ----------------------------------------------------------------------------- outputs
@@ -91,15 +93,11 @@ class QuestionAnsweringOutput:
 
 def activation(name: str):
     """The FFN non-linearity by its HF `hidden_act` name. "gelu" is the exact erf GELU of BERT."""
-    if name == "gelu":
-        return F.gelu
-    if name in ("gelu_new", "gelu_pytorch_tanh", "gelu_fast"):  # the tanh approximation (GPT-2)
-        return lambda x: F.gelu(x, approximate="tanh")
-    if name == "relu":
-        return F.relu
-    if name in ("silu", "swish"):
-        return F.silu
-    raise ValueError(f"unknown activation {name!r}")  # BertConfig.validate() rejects it earlier
+    tanh = functools.partial(F.gelu, approximate="tanh")  # the tanh approximation (GPT-2)
+    fns = dict(gelu=F.gelu, gelu_new=tanh, gelu_pytorch_tanh=tanh, gelu_fast=tanh, relu=F.relu, silu=F.silu, swish=F.silu)
+    if name not in fns:
+        raise ValueError(f"unknown activation {name!r}")  # BertConfig.validate() rejects it earlier
+    return fns[name]
 
 
 def head_dropout(cfg: BertConfig) -> float:
@@ -115,9 +113,7 @@ class Embeddings(nn.Module):
         self.max_positions = cfg.max_position_embeddings
         self.word_embeddings = nn.Embedding(cfg.vocab_size, cfg.hidden_size, padding_idx=cfg.pad_token_id)
         # rotary models carry no position table: positions enter in attention (rotary_tables)
-        self.position_embeddings = (
-            nn.Embedding(cfg.max_position_embeddings, cfg.hidden_size) if cfg.position_embedding_type == "absolute" else None
-        )
+        self.position_embeddings = None if cfg.rotary else nn.Embedding(cfg.max_position_embeddings, cfg.hidden_size)
         self.token_type_embeddings = nn.Embedding(cfg.type_vocab_size, cfg.hidden_size)
         self.LayerNorm = nn.LayerNorm(cfg.hidden_size, eps=cfg.layer_norm_eps)
         self.dropout = nn.Dropout(cfg.hidden_dropout_prob)
@@ -129,10 +125,8 @@ class Embeddings(nn.Module):
         x = self.word_embeddings(input_ids)  # (B, T, H)
         if self.position_embeddings is not None:
             x = x + self.position_embeddings.weight[:T]  # (T, H) broadcast over B
-        if token_type_ids is None:
-            x = x + self.token_type_embeddings.weight[0]
-        else:
-            x = x + self.token_type_embeddings(token_type_ids)
+        tte = self.token_type_embeddings
+        x = x + (tte.weight[0] if token_type_ids is None else tte(token_type_ids))
         return self.dropout(self.LayerNorm(x))
 
 
@@ -228,7 +222,7 @@ class Encoder(nn.Module):
     def __init__(self, cfg: BertConfig):
         super().__init__()
         self.layer = nn.ModuleList(Layer(cfg) for _ in range(cfg.num_hidden_layers))
-        self.rotary = cfg.position_embedding_type == "rotary"
+        self.rotary = cfg.rotary
         self.head_dim = cfg.head_dim
 
     def forward(self, x: torch.Tensor, mask: torch.Tensor | None, causal: bool = False) -> torch.Tensor:
@@ -267,13 +261,9 @@ def init_weights(module: nn.Module, cfg: BertConfig) -> None:
     for m in modules:
         if isinstance(m, nn.Linear):
             nn.init.normal_(m.weight, mean=0.0, std=std)
-            if m.bias is not None:
-                nn.init.zeros_(m.bias)
         elif isinstance(m, nn.LayerNorm):
             nn.init.ones_(m.weight)
-            if m.bias is not None:
-                nn.init.zeros_(m.bias)
-        elif isinstance(m, MLMHead):
+        if isinstance(m, (nn.Linear, nn.LayerNorm, MLMHead)) and m.bias is not None:
             nn.init.zeros_(m.bias)
     # Embeddings last: the MLM decoder shares the word-embedding matrix, and the padding row
     # must end up zero whichever module touched the shared tensor first.
@@ -281,8 +271,7 @@ def init_weights(module: nn.Module, cfg: BertConfig) -> None:
         if isinstance(m, nn.Embedding):
             nn.init.normal_(m.weight, mean=0.0, std=std)
             if m.padding_idx is not None:
-                with torch.no_grad():
-                    m.weight[m.padding_idx].zero_()
+                nn.init.zeros_(m.weight[m.padding_idx])
 
 
 class PreTrainedModel(nn.Module):
@@ -308,15 +297,11 @@ class PreTrainedModel(nn.Module):
     @classmethod
     def from_pretrained(cls, path, **kwargs):
         """Load an HF-format BERT directory (config.json + model.safetensors / pytorch_model.bin)."""
-        from clozeformer.hf import load_pretrained
-
-        return load_pretrained(cls, path, **kwargs)
+        return hf.load_pretrained(cls, path, **kwargs)
 
     def save_pretrained(self, directory) -> None:
         """Write config.json + model.safetensors that transformers' AutoModel* loads."""
-        from clozeformer.hf import save_pretrained
-
-        save_pretrained(self, directory)
+        hf.save_pretrained(self, directory)
 
     def num_parameters(self) -> int:
         return sum(p.numel() for p in self.parameters())
@@ -328,20 +313,18 @@ class PreTrainedModel(nn.Module):
 class Pooler(nn.Module):
     """The sentence representation used by NSP and classification.
 
-    It reads h_[CLS] (`classifier_pooling="cls"`, BERT's and transformers' rule), the mean of
-    the real tokens' states ("mean", as ModernBERT offers) or the last real token's ("last": in
-    a left-to-right model the only one that has seen the whole input). "mean" and "last" are
-    clozeformer's: transformers' BERT and RoFormer heads read [CLS]. BERT: tanh(dense(h)). Rotary models follow RoFormer's
-    classification head: act(dense(dropout(h))) with the FFN's activation (hf.py saves this
-    dense as `classifier.dense`).
+    It reads h_[CLS] (`classifier_pooling="cls"`, BERT's and transformers' rule), the mean of the real
+    tokens' states ("mean", as ModernBERT offers) or the last real token's ("last": in a left-to-right
+    model the only one that has seen the whole input); transformers' BERT and RoFormer heads read [CLS].
+    BERT: tanh(dense(h)). Rotary models follow RoFormer's classification head: act(dense(dropout(h)))
+    with the FFN's activation (hf.py saves this dense as `classifier.dense`).
     """
 
     def __init__(self, cfg: BertConfig):
         super().__init__()
         self.dense = nn.Linear(cfg.hidden_size, cfg.hidden_size)
-        rotary = cfg.position_embedding_type == "rotary"
-        self.act = activation(cfg.hidden_act) if rotary else torch.tanh
-        self.dropout = nn.Dropout(head_dropout(cfg)) if rotary else nn.Identity()
+        self.act = activation(cfg.hidden_act) if cfg.rotary else torch.tanh
+        self.dropout = nn.Dropout(head_dropout(cfg)) if cfg.rotary else nn.Identity()
         self.pooling = cfg.classifier_pooling
 
     def forward(self, hidden: torch.Tensor, attention_mask: torch.Tensor | None = None) -> torch.Tensor:
@@ -419,9 +402,7 @@ def mlm_loss_and_logits(
         logits = head(hidden.reshape(-1, hidden.shape[-1])[keep])  # (N, H) -> (N, V)
         return F.cross_entropy(logits.float(), flat_labels[keep]), logits
     logits = head(hidden)  # (B, T, V)
-    loss = None
-    if labels is not None:
-        loss = F.cross_entropy(logits.float().view(-1, logits.shape[-1]), labels.reshape(-1), ignore_index=-100)
+    loss = None if labels is None else F.cross_entropy(logits.float().flatten(0, -2), labels.reshape(-1))
     return loss, logits
 
 
@@ -444,9 +425,7 @@ class BertForPreTraining(PreTrainedModel):
         out = self.bert(input_ids, attention_mask, token_type_ids)
         mlm_loss, logits = mlm_loss_and_logits(self.mlm, out.last_hidden_state, labels, self.sparse_mlm)
         nsp_logits = self.nsp(out.pooler_output)  # (B, 2)
-        nsp_loss = None
-        if next_sentence_label is not None:
-            nsp_loss = F.cross_entropy(nsp_logits.float(), next_sentence_label.view(-1), ignore_index=-100)
+        nsp_loss = None if next_sentence_label is None else F.cross_entropy(nsp_logits.float(), next_sentence_label.view(-1))
         losses = [x for x in (mlm_loss, nsp_loss) if x is not None]
         loss = sum(losses) if losses else None
         return PreTrainingOutput(loss, logits, nsp_logits, mlm_loss, nsp_loss, out.last_hidden_state)
@@ -585,8 +564,7 @@ class ElectraForPreTraining(nn.Module):
             self.generator.bert.embeddings = self.discriminator.bert.embeddings
         self.generator.tie_weights()
 
-    def num_parameters(self) -> int:
-        return sum(p.numel() for p in self.parameters())
+    num_parameters = PreTrainedModel.num_parameters
 
     def forward(self, input_ids, attention_mask=None, token_type_ids=None, labels=None) -> ElectraOutput:
         if labels is None:
@@ -641,7 +619,7 @@ def classification_loss(cfg: BertConfig, logits: torch.Tensor, labels: torch.Ten
             return F.mse_loss(logits.squeeze(-1).float(), labels.float().view(-1))
         return F.mse_loss(logits.float(), labels.float())
     if problem == "single_label_classification":
-        return F.cross_entropy(logits.float().view(-1, cfg.num_labels), labels.view(-1), ignore_index=-100)
+        return F.cross_entropy(logits.float().view(-1, cfg.num_labels), labels.view(-1))
     return F.binary_cross_entropy_with_logits(logits.float(), labels.float())
 
 
@@ -677,9 +655,7 @@ class BertForTokenClassification(PreTrainedModel):
     def forward(self, input_ids, attention_mask=None, token_type_ids=None, labels=None) -> SequenceClassifierOutput:
         out = self.bert(input_ids, attention_mask, token_type_ids)
         logits = self.classifier(self.dropout(out.last_hidden_state))  # (B, T, K)
-        loss = None
-        if labels is not None:
-            loss = F.cross_entropy(logits.float().view(-1, self.config.num_labels), labels.view(-1), ignore_index=-100)
+        loss = None if labels is None else F.cross_entropy(logits.float().view(-1, self.config.num_labels), labels.view(-1))
         return SequenceClassifierOutput(loss, logits, out.last_hidden_state)
 
 
@@ -702,10 +678,8 @@ class BertForQuestionAnswering(PreTrainedModel):
         start_logits, end_logits = (t.squeeze(-1).contiguous() for t in logits.split(1, dim=-1))  # (B, T) each
         loss = None
         if start_positions is not None and end_positions is not None:
-            # positions outside the window are clamped to T and ignored (HF convention)
-            T = start_logits.shape[1]
-            s = start_positions.view(-1).clamp(0, T)
-            e = end_positions.view(-1).clamp(0, T)
+            T = start_logits.shape[1]  # positions outside the window are clamped to T and ignored (HF convention)
+            s, e = (p.view(-1).clamp(0, T) for p in (start_positions, end_positions))
             loss = (
                 F.cross_entropy(start_logits.float(), s, ignore_index=T) + F.cross_entropy(end_logits.float(), e, ignore_index=T)
             ) / 2
@@ -726,13 +700,10 @@ class BertForMultipleChoice(PreTrainedModel):
 
     def forward(self, input_ids, attention_mask=None, token_type_ids=None, labels=None) -> SequenceClassifierOutput:
         B, C, T = input_ids.shape
-
-        def flat(t):
-            return None if t is None else t.reshape(B * C, T)  # (B, C, T) -> (B*C, T)
-
-        out = self.bert(flat(input_ids), flat(attention_mask), flat(token_type_ids))
+        flat = (None if t is None else t.reshape(B * C, T) for t in (input_ids, attention_mask, token_type_ids))  # (B*C, T)
+        out = self.bert(*flat)
         logits = self.classifier(self.dropout(out.pooler_output)).view(B, C)  # (B*C, 1) -> (B, C)
-        loss = F.cross_entropy(logits.float(), labels.view(-1), ignore_index=-100) if labels is not None else None
+        loss = F.cross_entropy(logits.float(), labels.view(-1)) if labels is not None else None
         return SequenceClassifierOutput(loss, logits, None, None)
 
 

@@ -112,27 +112,20 @@ def decode_question(
             for e in ends:
                 if offsets[e] is None or e < s or e - s + 1 > max_answer_len:
                     continue
-                a, b = offsets[s][0], offsets[e][1]
-                candidates.append((float(s_log[s] + e_log[e]), float(s_log[s]), float(e_log[e]), a, b))
+                candidates.append((float(s_log[s] + e_log[e]), float(s_log[s]), float(e_log[e]), offsets[s][0], offsets[e][1]))
     candidates.sort(key=lambda c: c[0], reverse=True)
-    # keep the best-scoring occurrence of each distinct text (windows overlap)
-    seen, best = set(), []
-    for c in candidates:
-        text = context[c[3] : c[4]]
-        if text not in seen:
+    entries, seen = [], set()  # the best-scoring occurrence of each distinct text (windows overlap)
+    for score, sl, el, a, b in candidates:
+        if (text := context[a:b]) not in seen:
             seen.add(text)
-            best.append((*c, text))
-        if len(best) == n_best:
+            entries.append({"text": text, "score": score, "start_logit": sl, "end_logit": el, "start": a, "end": b})
+        if len(entries) == n_best:
             break
-    entries = [{"text": t, "score": sc, "start_logit": sl, "end_logit": el, "start": a, "end": b} for sc, sl, el, a, b, t in best]
     if version_2 and null_score is not None:
         entries.append({"text": "", "score": null_score, "start_logit": None, "end_logit": None, "start": 0, "end": 0})
         entries.sort(key=lambda d: d["score"], reverse=True)
     if entries:
-        scores = np.array([d["score"] for d in entries])
-        probs = np.exp(scores - scores.max())
-        probs /= probs.sum()
-        for d, p in zip(entries, probs):
+        for d, p in zip(entries, softmax(np.array([d["score"] for d in entries]))):
             d["probability"] = float(p)
     answer = next((d for d in entries if d["text"]), None)  # the best span
     null_odds = None
@@ -141,8 +134,7 @@ def decode_question(
         null_odds = float(diff) if np.isfinite(diff) else 1e9
         if null_odds > null_threshold:
             answer = next((d for d in entries if not d["text"]), None)
-    if answer is None:
-        return SpanAnswer("", 0, 0, 0.0, entries, null_odds)
+    answer = answer or {"text": "", "start": 0, "end": 0, "probability": 0.0}
     return SpanAnswer(answer["text"], answer["start"], answer["end"], answer["probability"], entries, null_odds)
 
 
@@ -181,8 +173,7 @@ def max_context_pieces(windows: Sequence[Sequence[int | None]]) -> dict[int, tup
             seen.setdefault(word, []).append((w, min(tokens[0] - real[0], real[-1] - tokens[-1]), tokens))
     best = {}
     for word, options in seen.items():
-        most = max(len(tokens) for _, _, tokens in options)
-        w, _, tokens = max((o for o in options if len(o[2]) == most), key=lambda o: o[1])
+        w, _, tokens = max(options, key=lambda o: (len(o[2]), o[1]))  # the first with the most pieces, then context
         best[word] = (w, tokens)
     return best
 
