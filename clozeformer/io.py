@@ -101,17 +101,16 @@ def check_output_dir(path: str | os.PathLike, overwrite: bool, flag: str = "--ou
         nonempty = out.is_dir() and any(out.iterdir())
     except OSError as e:
         raise ClozeformerError(f"{flag} {out}: cannot be read ({e.strerror or e})") from None
-    if nonempty:
-        if not overwrite:
-            raise ClozeformerError(
-                f"{flag} {out}: directory is not empty; choose a new directory, or pass --overwrite to replace "
-                "one that clozeformer wrote"
-            )
-        if not written_by_clozeformer(out):
-            raise ClozeformerError(
-                f"{flag} {out}: not written by clozeformer (no {OWNER_FILE}); --overwrite only replaces "
-                "directories clozeformer wrote, never other files: choose a new directory"
-            )
+    if nonempty and not overwrite:
+        raise ClozeformerError(
+            f"{flag} {out}: directory is not empty; choose a new directory, or pass --overwrite to replace "
+            "one that clozeformer wrote"
+        )
+    if nonempty and not written_by_clozeformer(out):
+        raise ClozeformerError(
+            f"{flag} {out}: not written by clozeformer (no {OWNER_FILE}); --overwrite only replaces "
+            "directories clozeformer wrote, never other files: choose a new directory"
+        )
     parent = out.resolve().parent
     while not parent.exists():
         parent = parent.parent

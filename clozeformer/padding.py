@@ -43,19 +43,11 @@ def batch_indices(
     """
     if batch_size < 1:
         raise ValueError(f"batch_size must be >= 1, got {batch_size}")
-    n = len(lengths)
-    lengths_arr = np.asarray(lengths, dtype=np.int64)
-    if not shuffle:
-        order = np.argsort(-lengths_arr, kind="stable") if group_by_length else np.arange(n)
-        return [order[i : i + batch_size].tolist() for i in range(0, n, batch_size)]
+    n, lens = len(lengths), np.asarray(lengths, dtype=np.int64)
     rng = np.random.default_rng(seed)
-    order = rng.permutation(n)
-    if not group_by_length:
-        return [order[i : i + batch_size].tolist() for i in range(0, n, batch_size)]
-    batches = []
-    step = batch_size * mega
-    for i in range(0, n, step):
-        chunk = order[i : i + step]
-        chunk = chunk[np.argsort(-lengths_arr[chunk], kind="stable")]
-        batches.extend(chunk[j : j + batch_size].tolist() for j in range(0, len(chunk), batch_size))
-    return [batches[j] for j in rng.permutation(len(batches))]
+    order = rng.permutation(n) if shuffle else np.arange(n)
+    if group_by_length:  # longest first within each mega-batch (within all of it when evaluating)
+        step = batch_size * mega if shuffle else max(n, 1)
+        order = np.concatenate([c[np.argsort(-lens[c], kind="stable")] for c in np.split(order, range(step, n, step))])
+    batches = [order[i : i + batch_size].tolist() for i in range(0, n, batch_size)]
+    return [batches[j] for j in rng.permutation(len(batches))] if shuffle and group_by_length else batches

@@ -63,9 +63,8 @@ def effective_stride(max_seq_len: int, max_query_len: int, doc_stride: int) -> i
     room = max_seq_len - max_query_len - NUM_SPECIAL
     if room < 2:
         raise ClozeformerError(
-            f"max_seq_len={max_seq_len} leaves no room for a context after a question of "
-            f"up to max_query_len={max_query_len} tokens; raise the sequence length or lower "
-            "the question length"
+            f"max_seq_len={max_seq_len} leaves no room for a context after a question of up to max_query_len={max_query_len} "
+            "tokens; raise the sequence length or lower the question length"
         )
     return doc_stride if doc_stride < room else room // 2
 
@@ -124,9 +123,8 @@ def decode_question(
     if version_2 and null_score is not None:
         entries.append({"text": "", "score": null_score, "start_logit": None, "end_logit": None, "start": 0, "end": 0})
         entries.sort(key=lambda d: d["score"], reverse=True)
-    if entries:
-        for d, p in zip(entries, softmax(np.array([d["score"] for d in entries]))):
-            d["probability"] = float(p)
+    for d, p in zip(entries, softmax(np.array([d["score"] for d in entries])) if entries else []):
+        d["probability"] = float(p)
     answer = next((d for d in entries if d["text"]), None)  # the best span
     null_odds = None
     if version_2:
@@ -164,18 +162,13 @@ def max_context_pieces(windows: Sequence[Sequence[int | None]]) -> dict[int, tup
     seen: dict[int, list[tuple[int, int, list[int]]]] = {}  # word -> [(window, context, tokens)]
     for w, word_ids in enumerate(windows):
         real = [t for t, word in enumerate(word_ids) if word is not None]
-        if not real:
-            continue
         pieces: dict[int, list[int]] = {}
         for t in real:
             pieces.setdefault(word_ids[t], []).append(t)
         for word, tokens in pieces.items():
             seen.setdefault(word, []).append((w, min(tokens[0] - real[0], real[-1] - tokens[-1]), tokens))
-    best = {}
-    for word, options in seen.items():
-        w, _, tokens = max(options, key=lambda o: (len(o[2]), o[1]))  # the first with the most pieces, then context
-        best[word] = (w, tokens)
-    return best
+    best = {word: max(options, key=lambda o: (len(o[2]), o[1])) for word, options in seen.items()}  # most pieces, then context
+    return {word: (w, tokens) for word, (w, _, tokens) in best.items()}
 
 
 def word_predictions(

@@ -43,7 +43,7 @@ import numpy as np
 from clozeformer.cliutil import SEED_RANGE, config_dict
 from clozeformer.data.manifest import DocumentCounts, Manifest, Shard, SpecialIds, Split, TokenizerInfo
 from clozeformer.data.masking import MaskingConfig, TokenTable, mask_tokens, sample_keys
-from clozeformer.data.readers import FORMATS, CorpusReader, Document, ReaderStats
+from clozeformer.data.readers import FORMATS, CorpusReader, Document, ReaderStats, check_corpus_args
 from clozeformer.errors import ClozeformerError
 from clozeformer.padding import pad_right
 
@@ -89,14 +89,10 @@ class PrepareConfig:
     progress: bool = field(default=True, metadata={"help": "show a progress bar"})
 
     def __post_init__(self) -> None:
-        if isinstance(self.input, str):
-            self.input = [self.input]
         # In this order: the first problem is the one reported.
-        _require(bool(self.input), "--input: give at least one file, directory or glob")
+        self.input = check_corpus_args(self.input, self.out, self.format)
         _require(bool(self.tokenizer), "--tokenizer: give the tokenizer directory (with vocab.txt)")
-        _require(bool(self.out), "--out: give the output directory")
         _require(self.mode in ("packed", "nsp"), f"--mode {self.mode!r}: expected packed or nsp")
-        _require(self.format in FORMATS, f"--format {self.format!r}: expected one of {', '.join(FORMATS)}")
         _require(8 <= self.seq_len <= 65535, f"--seq-len {self.seq_len}: must be between 8 and 65535")
         _require(self.dupe_factor >= 1, f"--dupe-factor {self.dupe_factor}: must be >= 1")
         _require(

@@ -88,13 +88,8 @@ def _is_abbreviation(text: str, dot: int) -> bool:
     while i > lo and not text[i - 1].isspace():  # the word before the period, scanned backwards
         i -= 1
     word = text[i:dot].lstrip("\"'\u201c\u2018([")
-    if not word:
-        return False
-    if "." in word:  # U.S, e.g, p.m
-        return True
-    if len(word) == 1 and word.isalpha() and word.isupper():  # an initial: "J. R. R. Tolkien"
-        return True
-    return word.lower() in _ABBREVIATIONS
+    initial = len(word) == 1 and word.isalpha() and word.isupper()  # "J. R. R. Tolkien"
+    return "." in word or initial or word.lower() in _ABBREVIATIONS  # dotted: U.S, e.g, p.m
 
 
 def split_sentences(text: str) -> list[str]:
@@ -127,9 +122,7 @@ class Document:
         return hashlib.blake2b("\n".join(self.units).encode("utf-8"), digest_size=16).digest()
 
     def sentences(self) -> list[str]:
-        if self.presplit:
-            return list(self.units)
-        return [s for u in self.units for s in split_sentences(u)]
+        return list(self.units) if self.presplit else [s for u in self.units for s in split_sentences(u)]
 
 
 @dataclass
@@ -173,10 +166,20 @@ class InputFile:
     explicit: bool  # named on the command line (errors are fatal) vs found in a directory/glob
 
 
+def check_corpus_args(input: str | list[str], out: str, format: str) -> list[str]:
+    """The --input/--out/--format checks of `prepare` and `tokenizer train`; returns `input` as a list."""
+    input = [input] if isinstance(input, str) else input
+    if not input:
+        raise ClozeformerError("--input: give at least one file, directory or glob")
+    if not out:
+        raise ClozeformerError("--out: give the output directory")
+    if format not in FORMATS:
+        raise ClozeformerError(f"--format {format!r}: expected one of {', '.join(FORMATS)}")
+    return input
+
+
 def expand_inputs(inputs: Sequence[str | os.PathLike]) -> list[InputFile]:
     """Files named, files under directories (recursively, sorted, hidden ones skipped), glob matches."""
-    if isinstance(inputs, (str, os.PathLike)):
-        inputs = [inputs]
     if not inputs:
         raise ClozeformerError("no input given (--input FILE|DIR|GLOB ...)")
     out: list[InputFile] = []
@@ -522,7 +525,7 @@ class CorpusReader:
                     raise ClozeformerError(f"{ref}: rows need a string 'text' column (columns: {', '.join(sorted(row))})")
                 self.stats.bytes += len(text.encode("utf-8"))
                 yield Document([p.strip() for p in text.split("\n") if p.strip()], False, ref)  # empty: filtered as too short
-        except (FileNotFoundError, ValueError, ConnectionError, OSError) as e:
+        except (OSError, ValueError) as e:  # FileNotFoundError, ConnectionError, ...
             first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
             raise ClozeformerError(f"{ref}: cannot read the dataset ({first})") from None
 

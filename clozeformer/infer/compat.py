@@ -78,44 +78,33 @@ def _ranked_labels(result: dict) -> list[dict]:
     return [{"label": k, "score": v} for k, v in result["scores"].items()]
 
 
-def to_hf(task: str, items: list[Any], results: list[dict], single: bool, params: dict) -> Any:
-    """Our pipeline results -> the HF Inference API's response for `task`."""
+def _hf_fill(text: str, mask: dict, c: dict) -> dict:
+    """A fill-mask candidate as HF reports it: "sequence" is the text with this mask filled, the others left [MASK]."""
     from clozeformer.infer.fill_mask import display
 
+    token = display(c["token"])
+    sequence = text[: mask["start"]] + token + text[mask["end"] :]
+    return {"score": c["score"], "token": c["token_id"], "token_str": token, "sequence": sequence}
+
+
+def to_hf(task: str, items: list[Any], results: list[dict], single: bool, params: dict) -> Any:
+    """Our pipeline results -> the HF Inference API's response for `task`."""
     out: list[Any] = []
     for item, r in zip(items, results):
         if task == "fill-mask":
             top_k = int(params.get("top_k") or len(r["masks"][0]["candidates"]))
-            # each candidate's "sequence": the text with its mask filled, the other masks left [MASK], as HF reports it
-            per_mask = [
-                [
-                    {
-                        "score": c["score"],
-                        "token": c["token_id"],
-                        "token_str": display(c["token"]),
-                        "sequence": item[: m["start"]] + display(c["token"]) + item[m["end"] :],
-                    }
-                    for c in m["candidates"][:top_k]
-                ]
-                for m in r["masks"]
-            ]
+            per_mask = [[_hf_fill(item, m, c) for c in m["candidates"][:top_k]] for m in r["masks"]]
             out.append(per_mask[0] if len(per_mask) == 1 else per_mask)
         elif task == "text-classification":
-            ranked = _ranked_labels(r)
-            if "scores" in r and params.get("top_k"):  # a regression's one value is not cut
-                ranked = ranked[: int(params["top_k"])]
-            out.append(ranked)
+            top_k = int(params["top_k"]) if "scores" in r and params.get("top_k") else None  # a regression's one value is not cut
+            out.append(_ranked_labels(r)[:top_k])
         elif task == "feature-extraction":
             out.append(r["embedding"])
         elif task == "question-answering":
             out.append({k: r[k] for k in ("answer", "score", "start", "end")})
         else:  # token-classification
-            out.append(
-                [
-                    {"entity_group": e["type"], "score": e["score"], "word": e["text"], "start": e["start"], "end": e["end"]}
-                    for e in r["entities"]
-                ]
-            )
+            keys = {"entity_group": "type", "score": "score", "word": "text", "start": "start", "end": "end"}
+            out.append([{k: e[v] for k, v in keys.items()} for e in r["entities"]])
     if task == "text-classification":
         return out  # always a list per input, as the HF API answers
     return out[0] if single else out
@@ -164,9 +153,7 @@ def parse_tei_rerank(body: Any) -> tuple[str, list[str], bool]:
 def relevance(result: dict, positive: str | None) -> float:
     """A cross-encoder's score for one (query, text) pair: a regression head's value, else the
     probability of `positive` (the model's last label: the "relevant" class of a binary one)."""
-    if "value" in result:
-        return float(result["value"])
-    return float(result["scores"][positive])
+    return float(result["value"] if "value" in result else result["scores"][positive])
 
 
 def to_tei_rerank(texts: list[str], results: list[dict], return_text: bool, positive: str | None) -> list[dict]:

@@ -48,9 +48,7 @@ SPLIT_NAMES = {"validation": "dev", "validation_matched": "dev_matched", "valida
 
 def is_dataset_ref(item: str) -> bool:
     """`hf:NAME[:CONFIG]`, or a directory written by `save_to_disk`."""
-    path = Path(item)
-    saved = (path / "dataset_dict.json").is_file() or (path / "state.json").is_file()
-    return item.startswith("hf:") or (path.is_dir() and saved)
+    return item.startswith("hf:") or any((Path(item) / name).is_file() for name in ("dataset_dict.json", "state.json"))
 
 
 def load(ref: str) -> dict[str, Any]:
@@ -67,8 +65,6 @@ def load(ref: str) -> dict[str, Any]:
             loaded = datasets.load_dataset(name, config or None)
         else:
             loaded = datasets.load_from_disk(ref)
-    except ClozeformerError:
-        raise
     except (OSError, ValueError) as e:  # OSError: FileNotFoundError, ConnectionError, ...
         first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
         raise ClozeformerError(f"--data {ref}: cannot load the dataset ({first})") from None

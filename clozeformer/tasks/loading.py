@@ -95,11 +95,9 @@ def build_task_model(spec: TaskSpec, cfg: FinetuneConfig, tokenizer, labels: lis
     torch.manual_seed(cfg.seed)  # the new head (or the whole model) is initialised from the seed
     if is_preset(cfg.model):
         config = BertConfig.preset(cfg.model, vocab_size=tokenizer.vocab_size, pad_token_id=tokenizer.pad_token_id, **overrides)
-        model = cls(config)
-        where = f"preset {cfg.model}"
+        model, where = cls(config), f"preset {cfg.model}"
     else:
-        model = cls.from_pretrained(cfg.model, **overrides)
-        where = str(cfg.model)
+        model, where = cls.from_pretrained(cfg.model, **overrides), str(cfg.model)
     check_vocab(tokenizer, model.config, where)
     model.config.extra["finetuning_task"] = spec.name
     return model

@@ -182,8 +182,7 @@ class TaskRunner:
             by_example[f["example_index"]].append(j)
         preds = []
         for i, ex in enumerate(examples):
-            tags = [outside] * len(ex.words)
-            rows = by_example.get(i, [])
+            tags, rows = [outside] * len(ex.words), by_example[i]
             words = spans.word_predictions([feats[j]["word_ids"] for j in rows], [spans.softmax(outputs[j]) for j in rows])
             for word, k, _, _, _ in words:
                 tags[word] = self.labels[k]
@@ -205,10 +204,8 @@ class TaskRunner:
             return metrics.squad_v2_evaluate(golds, pred_map, decoded.null_odds)
         if fam == "token":
             gold = [ex.tags for ex in examples]
-            if not all(t == "O" or t[:2] in ("B-", "I-", "E-", "S-") for tags in gold for t in tags):
-                flat_g = [t for tags in gold for t in tags]
-                flat_p = [t for tags in preds for t in tags]
-                return {"accuracy": metrics.accuracy(flat_p, flat_g)}  # not an IOB tag set: no entities
+            if not all(t == "O" or t[:2] in ("B-", "I-", "E-", "S-") for tags in gold for t in tags):  # not IOB: no entities
+                return {"accuracy": metrics.accuracy([t for p in preds for t in p], [t for g in gold for t in g])}
             return metrics.entity_scores(gold, preds)
         if fam == "choice":
             return {"accuracy": metrics.accuracy(preds, [ex.label for ex in examples])}
@@ -224,28 +221,23 @@ class TaskRunner:
 
     # ------------------------------------------------------------------ files
     def write_predictions(self, out_dir: Path, split: str, examples: list, decoded: Decoded) -> list[Path]:
-        fam = self.spec.family
-        g = self.spec.glue
+        g, preds = self.spec.glue, decoded.predictions
+        if g is None and self.spec.family == "qa":
+            files = {"predictions": {ex.qid: p for ex, p in zip(examples, preds)}, "nbest_predictions": decoded.nbest or {}}
+            files["null_odds"] = decoded.null_odds
+            written = {out_dir / f"{name}_{split}.json": obj for name, obj in files.items() if obj is not None}
+            for path, obj in written.items():
+                atomic_write_json(path, obj)
+            return list(written)
         if g is not None:
-            path = out_dir / g.submission_file(split)
-            atomic_write_text(path, glue.format_submission(g, examples, decoded.predictions))
-            return [path]
-        if fam == "qa":
-            written = [out_dir / f"predictions_{split}.json", out_dir / f"nbest_predictions_{split}.json"]
-            atomic_write_json(written[0], {ex.qid: p for ex, p in zip(examples, decoded.predictions)})
-            atomic_write_json(written[1], decoded.nbest or {})
-            if decoded.null_odds is not None:
-                written.append(out_dir / f"null_odds_{split}.json")
-                atomic_write_json(written[-1], decoded.null_odds)
-            return written
-        if fam == "token":
-            path = out_dir / f"predictions_{split}.txt"
-            atomic_write_text(path, format_conll(examples, decoded.predictions))
-            return [path]
-        path = out_dir / f"predictions_{split}.tsv"
-        rows = [f"{ex.guid}\t{format(p, '.6g') if isinstance(p, float) else p}" for ex, p in zip(examples, decoded.predictions)]
-        atomic_write_text(path, "\n".join(["index\tprediction", *rows]) + "\n")
-        return [path]
+            name, text = g.submission_file(split), glue.format_submission(g, examples, preds)
+        elif self.spec.family == "token":
+            name, text = f"predictions_{split}.txt", format_conll(examples, preds)
+        else:
+            rows = [f"{ex.guid}\t{format(p, '.6g') if isinstance(p, float) else p}" for ex, p in zip(examples, preds)]
+            name, text = f"predictions_{split}.tsv", "\n".join(["index\tprediction", *rows]) + "\n"
+        atomic_write_text(out_dir / name, text)
+        return [out_dir / name]
 
 
 def format_scores(scores: dict[str, float]) -> str:

@@ -15,6 +15,7 @@ change a metric; they only decide which tokens a training example points at.
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 from clozeformer.errors import ClozeformerError
@@ -25,10 +26,7 @@ def _locate(context: str, text: str, start: int) -> int:
     """answer_start if it points at `text`, else the occurrence of `text` nearest to it, else -1."""
     if 0 <= start and context[start : start + len(text)] == text:
         return start
-    hits, i = [], context.find(text)
-    while i != -1:
-        hits.append(i)
-        i = context.find(text, i + 1)
+    hits = (m.start() for m in re.finditer(f"(?={re.escape(text)})", context))  # overlapping occurrences too
     return min(hits, key=lambda h: abs(h - start), default=-1)
 
 
@@ -143,10 +141,8 @@ def read_qa_table(
         if has_answer and labeled is not False:
             cell = row.get(answer)
             if isinstance(cell, dict):  # HF datasets layout
-                raw = [
-                    {"text": t, "answer_start": s}
-                    for t, s in zip(cell.get("text", []), cell.get("answer_start", [-1] * len(cell.get("text", []))))
-                ]
+                texts = cell.get("text", [])
+                raw = [{"text": t, "answer_start": s} for t, s in zip(texts, cell.get("answer_start", [-1] * len(texts)))]
             elif isinstance(cell, str) or cell is None:
                 start = row.get(answer_start) if answer_start else -1
                 raw = [{"text": cell, "answer_start": start if start not in (None, "") else -1}] if cell else []
