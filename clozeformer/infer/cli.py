@@ -11,7 +11,6 @@ A bad input is reported as `FILE:LINE: reason` (or `argument N: reason`).
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import json
 import sys
@@ -21,31 +20,23 @@ from functools import partial
 from pathlib import Path
 from typing import Any, Literal
 
-from clozeformer.cliutil import add_config_args, print_config, save_config
+from clozeformer.cliutil import print_config, save_config
 from clozeformer.errors import ClozeformerError
 from clozeformer.io import json_object
 
 
 @dataclass
-class PipelineConfig:
-    """Options every prediction verb takes."""
+class RunnerOptions:
+    """What every verb that runs a model takes (prediction verbs, search, serve): model, backend, batching."""
 
     model: str = field(default="", metadata={"help": "model directory (HF format: config.json, model.safetensors, vocab.txt)"})
-    inputs: list[str] = field(default_factory=list, metadata={"help": "input text(s); or use --input"})
-    input: str | None = field(default=None, metadata={"help": "read inputs from FILE ('-' = stdin): one per line, or JSONL"})
-    format: Literal["auto", "text", "jsonl"] = field(
-        default="auto",
-        metadata={"help": "input file format; auto = JSONL when the name ends in .jsonl or the first line is an object"},
-    )
-    output: str | None = field(default=None, metadata={"help": "write results to FILE (atomically) instead of stdout"})
-    json: bool = field(default=False, metadata={"help": "JSONL output, one object per input"})
-    batch_size: int = field(default=32, metadata={"help": "sequences per forward pass"})
+    batch_size: int = field(default=32, metadata={"help": "most sequences per forward pass"})
     max_length: int | None = field(
         default=None, metadata={"help": "max tokens per sequence (default: the model's maximum, at most 512)"}
     )
     overlong: Literal["truncate", "reject"] = field(
         default="truncate",
-        metadata={"help": "inputs over max_length: truncate (and flag it; qa and ner use windows instead) or reject"},
+        metadata={"help": "inputs over max_length: truncate (flagged; qa and ner use windows instead) or reject (serve: 422)"},
     )
     backend: Literal["torch", "onnx"] = field(default="torch", metadata={"help": "run in PyTorch or ONNX Runtime"})
     onnx: str | None = field(default=None, metadata={"help": "ONNX file for --backend onnx (default MODEL/model.onnx)"})
@@ -55,20 +46,37 @@ class PipelineConfig:
     )
     threads: int | None = field(default=None, metadata={"help": "intra-op CPU threads (default: torch's choice)"})
     compile: bool = field(default=False, metadata={"help": "torch.compile the model (slow first batch)"})
-    progress: bool = field(default=True, metadata={"help": "progress bar when reading a file"})
 
     def __post_init__(self) -> None:
         if not self.model:
             raise ClozeformerError("--model DIR is required")
         if self.batch_size < 1:
             raise ClozeformerError(f"--batch-size must be >= 1, got {self.batch_size}")
-        if self.inputs and self.input:
-            raise ClozeformerError("give inputs as arguments or with --input FILE, not both")
 
     def pipeline_kwargs(self) -> dict[str, Any]:
         """The options that go to `pipeline()` as they are."""
         names = ("batch_size", "max_length", "overlong", "backend", "onnx", "device", "dtype", "threads", "compile")
         return {name: getattr(self, name) for name in names}
+
+
+@dataclass
+class PipelineConfig(RunnerOptions):
+    """Options every prediction verb takes."""
+
+    inputs: list[str] = field(default_factory=list, metadata={"help": "input text(s); or use --input"})
+    input: str | None = field(default=None, metadata={"help": "read inputs from FILE ('-' = stdin): one per line, or JSONL"})
+    format: Literal["auto", "text", "jsonl"] = field(
+        default="auto",
+        metadata={"help": "input file format; auto = JSONL when the name ends in .jsonl or the first line is an object"},
+    )
+    output: str | None = field(default=None, metadata={"help": "write results to FILE (atomically) instead of stdout"})
+    json: bool = field(default=False, metadata={"help": "JSONL output, one object per input"})
+    progress: bool = field(default=True, metadata={"help": "progress bar when reading a file"})
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.inputs and self.input:
+            raise ClozeformerError("give inputs as arguments or with --input FILE, not both")
 
 
 @dataclass
@@ -78,10 +86,6 @@ class Record:
     source: str
     value: Any
     echo: dict
-
-
-def add_arguments(parser: argparse.ArgumentParser, cls: type) -> None:
-    add_config_args(parser, cls, positional=("inputs",))
 
 
 def show_config(cfg: Any) -> None:
@@ -203,10 +207,8 @@ def predict_main(
         records = read_records(cfg, from_fields, text_line)
     pipe = pipeline(task, cfg.model, **cfg.pipeline_kwargs(), **task_options)
     results = [pipe.to_json(r) for r in run_predictions(records, partial(pipe, progress=cfg.progress and cfg.input is not None))]
-    if cfg.json:
-        write_lines(cfg, [json.dumps({**r.echo, **res}, ensure_ascii=False) for r, res in zip(records, results)])
-    else:
-        write_lines(cfg, [as_text(r, res) for r, res in zip(records, results)])
+    as_line = (lambda r, res: json.dumps({**r.echo, **res}, ensure_ascii=False)) if cfg.json else as_text
+    write_lines(cfg, [as_line(r, res) for r, res in zip(records, results)])
     if cfg.output:
         print(f"wrote {len(results)} results to {cfg.output}", file=sys.stderr)
     return 0

@@ -15,7 +15,6 @@ Exact search stays fast up to a few million rows on a CPU; beyond that use an AN
 
 from __future__ import annotations
 
-import argparse
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -25,7 +24,6 @@ from typing import Any
 import numpy as np
 
 from clozeformer import __version__
-from clozeformer.cliutil import config_from_args
 from clozeformer.errors import ClozeformerError
 from clozeformer.infer import cli
 
@@ -55,13 +53,12 @@ class EmbeddingIndex:
             raise ClozeformerError("cannot build an index of no texts")
         ids = list(range(len(texts))) if ids is None else list(ids)
         matrix = pipe.embed(texts, progress=progress)
-        runner = pipe.runner
         meta = {
             "format": FORMAT,
             "version": FORMAT_VERSION,
             "clozeformer": __version__,
-            "model": str(getattr(runner, "source", "")),
-            "architecture": runner.architecture,
+            "model": pipe.runner.source,
+            "architecture": pipe.runner.architecture,
             "pooling": pipe.pooling,
             "max_length": pipe.max_length,
             "count": len(texts),
@@ -180,14 +177,12 @@ class SearchConfig(cli.PipelineConfig):
         super().__post_init__()
 
 
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    cli.add_arguments(parser, SearchConfig)
+CONFIG, POSITIONAL = SearchConfig, ("inputs",)
 
 
-def main(args: argparse.Namespace) -> int:
+def main(cfg: SearchConfig) -> int:
     from clozeformer.infer.pipelines import pipeline
 
-    cfg = config_from_args(SearchConfig, args)
     cli.show_config(cfg)
     index = EmbeddingIndex.load(cfg.index)
     records = cli.read_records(cfg)

@@ -32,7 +32,7 @@ import torch
 from tokenizers import Tokenizer as Backend
 
 from clozeformer.errors import ClozeformerError
-from clozeformer.infer.runners import Batch, Runner, TorchRunner, load_runner, read_architecture, require_task
+from clozeformer.infer.runners import Batch, OnnxRunner, Runner, TorchRunner, load_model, read_architecture, require_task
 from clozeformer.padding import batch_indices, pad_right
 from clozeformer.tokenizer import MAX_INPUT_CHARS_PER_WORD
 
@@ -240,18 +240,17 @@ def pipeline(
         from clozeformer.hub import model_dir
 
         directory = model_dir(model)
-        require_task(task, read_architecture(directory)[1], str(directory))  # before loading weights
-        runner: Runner = load_runner(
-            directory,
-            backend=backend,
-            onnx_path=str(onnx) if onnx else None,
-            device=device,
-            dtype=dtype,
-            compile=compile,
-            threads=threads,
-        )
-        if tokenizer is None:
-            tokenizer = Tokenizer.from_pretrained(directory)
+        config, architecture = read_architecture(directory)
+        require_task(task, architecture, str(directory))  # before loading weights
+        runner: Runner
+        if backend == "torch":
+            runner = TorchRunner(load_model(directory)[2], device=device, dtype=dtype, compile=compile)
+        elif backend == "onnx":
+            runner = OnnxRunner(onnx or directory / "model.onnx", config, architecture, threads)
+        else:
+            raise ClozeformerError(f"--backend {backend!r}: choose torch or onnx")
+        runner.source = str(directory.resolve())
+        tokenizer = directory if tokenizer is None else tokenizer
     elif isinstance(model, Runner):
         runner = model
     elif isinstance(model, torch.nn.Module):

@@ -17,7 +17,6 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
 
 import torch
 
@@ -80,8 +79,7 @@ def read_architecture(directory: Path) -> tuple[BertConfig, str]:
         raise ClozeformerError(f"{directory}: expected a model directory (config.json + weights)")
     check_complete(directory)
     config = BertConfig.from_pretrained(directory)
-    archs = config.extra.get("architectures") or ["BertModel"]
-    arch = archs[0] if isinstance(archs, list) else archs
+    arch = (config.extra.get("architectures") or ["BertModel"])[0]  # BertConfig checked: a list of names
     if arch not in MODEL_CLASSES:
         raise ClozeformerError(f"{directory / 'config.json'}: architectures {arch!r} is not one of {', '.join(MODEL_CLASSES)}")
     return config, arch
@@ -254,32 +252,6 @@ class OnnxRunner(Runner):
 
     def describe(self) -> dict:
         return {**super().describe(), "onnx": str(self.path)}
-
-
-def load_runner(
-    directory: str | Path,
-    *,
-    backend: Literal["torch", "onnx"] = "torch",
-    onnx_path: str | None = None,
-    device: str | None = None,
-    dtype: str = "auto",
-    compile: bool = False,
-    threads: int | None = None,
-) -> Runner:
-    """A runner for `directory`; the ONNX backend reads `onnx_path` (default DIR/model.onnx)."""
-    from clozeformer.hub import model_dir
-
-    directory = model_dir(directory)
-    runner: Runner
-    if backend == "torch":
-        runner = TorchRunner(load_model(directory)[2], device=device, dtype=dtype, compile=compile)
-    elif backend == "onnx":
-        config, arch = read_architecture(directory)
-        runner = OnnxRunner(Path(onnx_path) if onnx_path else directory / "model.onnx", config, arch, threads)
-    else:
-        raise ClozeformerError(f"--backend {backend!r}: choose torch or onnx")
-    runner.source = str(directory.resolve())
-    return runner
 
 
 def label_names(config: BertConfig) -> list[str]:

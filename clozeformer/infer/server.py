@@ -37,7 +37,6 @@ and prints "stopped after serving N requests". uvicorn then re-raises the signal
 status says "terminated by SIGTERM" (-15 / 143), as process supervisors expect.
 """
 
-import argparse
 import asyncio
 import contextlib
 import json
@@ -57,6 +56,7 @@ from clozeformer import __version__
 from clozeformer.errors import ClozeformerError
 from clozeformer.hub import model_name
 from clozeformer.infer import compat
+from clozeformer.infer.cli import RunnerOptions
 from clozeformer.infer.runners import TASKS, tasks_for
 
 log = logging.getLogger("clozeformer.serve")
@@ -69,27 +69,14 @@ INLINE_TOKENIZE_CHARS = 4000
 
 
 @dataclass
-class ServeConfig:
-    model: str = field(default="", metadata={"help": "model directory (HF format)"})
+class ServeConfig(RunnerOptions):
     host: str = field(default="127.0.0.1", metadata={"help": "address to listen on (0.0.0.0 = all interfaces)"})
     port: int = field(default=8000, metadata={"help": "TCP port (0 = any free port; the chosen one is printed)"})
     tasks: list[str] = field(default_factory=list, metadata={"help": "tasks to serve (default: all the model supports)"})
-    backend: Literal["torch", "onnx"] = field(default="torch", metadata={"help": "run in PyTorch or ONNX Runtime"})
-    onnx: str | None = field(default=None, metadata={"help": "ONNX file for --backend onnx (default MODEL/model.onnx)"})
-    device: str | None = field(default=None, metadata={"help": "cpu, cuda (default: cuda if available)"})
-    dtype: Literal["auto", "fp32", "bf16"] = field(default="auto", metadata={"help": "bf16 only with native support"})
-    threads: int | None = field(default=None, metadata={"help": "intra-op CPU threads"})
-    compile: bool = field(default=False, metadata={"help": "torch.compile the model"})
-    batch_size: int = field(default=32, metadata={"help": "most sequences per forward pass"})
     max_wait_ms: float = field(default=5.0, metadata={"help": "how long a request waits for others to batch with"})
     max_items: int = field(default=64, metadata={"help": "most items per request (more: 413)"})
     max_chars: int = field(default=20000, metadata={"help": "longest text field, in characters (longer: 413)"})
     max_body_bytes: int = field(default=2_000_000, metadata={"help": "largest request body (larger: 413)"})
-    max_length: int | None = field(default=None, metadata={"help": "max tokens per sequence"})
-    overlong: Literal["truncate", "reject"] = field(
-        default="truncate",
-        metadata={"help": "inputs over max_length: truncate (flagged; qa and ner use windows instead) or reject (422)"},
-    )
     top_k: int = field(default=5, metadata={"help": "fill-mask: candidates per [MASK] (requests may ask fewer)"})
     pooling: Literal["cls", "mean", "max"] | None = field(
         default=None, metadata={"help": "embed: pooling (unset: a sentence-transformers directory's own, else cls)"}
@@ -130,9 +117,8 @@ class ServeConfig:
     )
 
     def __post_init__(self) -> None:
-        if not self.model:
-            raise ClozeformerError("--model DIR is required")
-        for name in ("batch_size", "max_items", "max_chars", "max_body_bytes", "top_k", "max_connections"):
+        super().__post_init__()
+        for name in ("max_items", "max_chars", "max_body_bytes", "top_k", "max_connections"):
             if getattr(self, name) < 1:
                 raise ClozeformerError(f"--{name.replace('_', '-')} must be >= 1, got {getattr(self, name)}")
         for name in ("header_timeout", "body_timeout", "keep_alive_timeout"):
@@ -555,33 +541,22 @@ def add_metrics(app, batchers: dict[str, MicroBatcher]) -> None:
 
 
 def build_pipelines(cfg: ServeConfig) -> dict[str, Any]:
-    """{task: Pipeline} for the tasks to serve, all on one loaded model."""
-    import torch
-
+    """{task: Pipeline} for the tasks to serve, all on the model (runner and tokenizer) the first one loads."""
     from clozeformer.hub import model_dir
     from clozeformer.infer.pipelines import pipeline
-    from clozeformer.infer.runners import load_runner, read_architecture, require_task
-    from clozeformer.tokenizer import Tokenizer
+    from clozeformer.infer.runners import read_architecture, require_task
 
-    if cfg.threads:
-        torch.set_num_threads(cfg.threads)
     directory = model_dir(cfg.model)
     architecture = read_architecture(directory)[1]
     tasks = cfg.tasks or tasks_for(architecture)
     for task in tasks:  # before loading any weights
         require_task(task, architecture, str(directory))
-    runner = load_runner(
-        directory,
-        backend=cfg.backend,
-        onnx_path=cfg.onnx,
-        device=cfg.device,
-        dtype=cfg.dtype,
-        compile=cfg.compile,
-        threads=cfg.threads,
-    )
-    shared = {"batch_size": cfg.batch_size, "max_length": cfg.max_length, "overlong": cfg.overlong}
-    tokenizer = Tokenizer.from_pretrained(directory)
-    return {task: pipeline(task, runner, tokenizer=tokenizer, **shared, **cfg.task_options(task)) for task in tasks}
+    kw = cfg.pipeline_kwargs() | {"threads": cfg.threads or None}  # --threads 0: torch's choice
+    first = pipeline(tasks[0], directory, **kw, **cfg.task_options(tasks[0]))
+    pipes = {tasks[0]: first}
+    for task in tasks[1:]:
+        pipes[task] = pipeline(task, first.runner, tokenizer=first.tokenizer, **kw, **cfg.task_options(task))
+    return pipes
 
 
 def bind(host: str, port: int) -> socket.socket:
@@ -658,17 +633,10 @@ def header_timeout_protocol(seconds: float) -> type:
 # ----------------------------------------------------------------------------- `serve` verb
 
 
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    from clozeformer.cliutil import add_config_args
-
-    add_config_args(parser, ServeConfig)
+CONFIG, SHOW_CONFIG = ServeConfig, True
 
 
-def main(args: argparse.Namespace) -> int:
-    from clozeformer.cliutil import config_from_args, print_config
-
-    cfg = config_from_args(ServeConfig, args)
-    print_config(cfg)
+def main(cfg: ServeConfig) -> int:
     try:  # both, before the model loads
         import fastapi  # noqa: F401
         import uvicorn
