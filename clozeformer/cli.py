@@ -1,9 +1,15 @@
 """`clozeformer <verb>`: one subcommand per stage of the road.
 
-Each verb lives in the module that implements it, which exposes
-`add_arguments(parser)` and `main(args) -> int`. Only the chosen verb's module is imported,
-so `clozeformer --help` is instant. User mistakes raise `ClozeformerError`, printed here as
-one line (`error: ...`) with exit status 2, never a traceback.
+Each verb lives in the module that implements it (only the chosen one is imported, so
+`clozeformer --help` is instant), which declares:
+
+- `CONFIG`: its dataclass config, whose fields become the flags (`POSITIONAL`: the positional ones);
+- `main(cfg)`: the verb, run on the resolved config (`FROM_ARGS(CONFIG, args)`, by default
+  `config_from_args`), printed first if `SHOW_CONFIG`; returns the exit status (not an int: 0);
+- optionally `add_arguments(parser)`: builds the parser instead (sub-actions, shorthands).
+  Without a `CONFIG` (demo, info), `main` gets the parsed `argparse.Namespace`.
+
+User mistakes raise `ClozeformerError`, printed as one line (`error: ...`) with exit status 2.
 """
 
 from __future__ import annotations
@@ -13,6 +19,7 @@ import importlib
 import sys
 
 from clozeformer import __version__
+from clozeformer.cliutil import add_config_args, config_from_args, print_config
 from clozeformer.errors import ClozeformerError
 from clozeformer.procs import bounded_heap
 
@@ -78,11 +85,20 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog=f"clozeformer {verb}", description=help_, formatter_class=argparse.ArgumentDefaultsHelpFormatter
     )
-    module.add_arguments(parser)
+    config = getattr(module, "CONFIG", None)
+    if hasattr(module, "add_arguments"):
+        module.add_arguments(parser)
+    else:
+        add_config_args(parser, config, positional=getattr(module, "POSITIONAL", ()))
     args = parser.parse_args(argv[1:])
     bounded_heap()  # this process owns the allocator: memory freed by training goes back to the system
     try:
-        return int(module.main(args) or 0)
+        if config is not None:
+            args = getattr(module, "FROM_ARGS", config_from_args)(config, args)
+            if getattr(module, "SHOW_CONFIG", False):
+                print_config(args)
+        status = module.main(args)
+        return status if isinstance(status, int) else 0
     except ClozeformerError as e:
         print(f"error: {e}", file=sys.stderr)
         return e.exit_code

@@ -65,22 +65,16 @@ def check_value(name: str, value: Any, annotation: Any) -> Any:
         if value not in choices:
             raise bad("one of " + ", ".join(map(repr, choices)))
         return value
-    if tp is bool:
-        if not isinstance(value, bool):
-            raise bad("true or false")
-    elif tp is int:
-        if isinstance(value, bool) or not isinstance(value, int):
-            raise bad("an integer")
-    elif tp is float:
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+    if tp is float:
+        if type(value) not in (int, float) or not math.isfinite(value):
             raise bad("a finite number")
         return float(value)
-    elif tp is str:
-        if not isinstance(value, str):
-            raise bad("a string")
-    elif typing.get_origin(tp) in (list, tuple):
+    expected = {bool: "true or false", int: "an integer", str: "a string"}
+    if tp in expected and type(value) is not tp:
+        raise bad(expected[tp])
+    if typing.get_origin(tp) in (list, tuple):
         inner = (typing.get_args(tp) or (str,))[0]
-        if not isinstance(value, list) or not all(isinstance(x, inner) and not isinstance(x, bool) for x in value):
+        if not isinstance(value, list) or not all(type(x) is inner for x in value):
             raise bad(f"a list of {getattr(inner, '__name__', inner)}")
     return value
 

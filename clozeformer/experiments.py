@@ -33,7 +33,6 @@ checkpoint with --pretrained.
 
 from __future__ import annotations
 
-import argparse
 import functools
 import hashlib
 import importlib.util
@@ -46,7 +45,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from clozeformer.cliutil import add_config_args, config_dict, config_from_args, flag_help, print_config, save_config
+from clozeformer.cliutil import config_dict, flag_help, print_config, save_config
 from clozeformer.errors import ClozeformerError
 from clozeformer.io import atomic_write_json, atomic_write_text
 from clozeformer.procs import run_in_processes, slug
@@ -705,10 +704,5 @@ def _loss_curve(checkpoint: Path) -> tuple[list[float], list[float]] | None:
     return ([r["elapsed_s"] / 60 for r in train], [r["mlm_loss"] for r in train]) if train else None
 
 
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    add_config_args(parser, ExperimentConfig, positional=("name",))
-
-
-def main(args: argparse.Namespace) -> int:
-    run(config_from_args(ExperimentConfig, args))
-    return 0
+CONFIG, POSITIONAL = ExperimentConfig, ("name",)
+main = run

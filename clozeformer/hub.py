@@ -19,7 +19,7 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from clozeformer.cliutil import add_config_args, config_from_args, flag_help
+from clozeformer.cliutil import flag_help
 from clozeformer.errors import ClozeformerError
 
 #: `name`, `org/name`, optionally `@revision` (a branch, tag or commit): the Hub's repo-id grammar.
@@ -178,10 +178,5 @@ def push(cfg: PushConfig) -> str:
     return str(info.commit_url)
 
 
-def add_arguments(parser) -> None:
-    add_config_args(parser, PushConfig)
-
-
-def main(args) -> int:
-    push(config_from_args(PushConfig, args))
-    return 0
+CONFIG = PushConfig
+main = push

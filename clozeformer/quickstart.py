@@ -9,19 +9,17 @@ The bundled corpus and task are openly licensed slices (see NOTICE and clozeform
 
 from __future__ import annotations
 
-import argparse
 import importlib.util
 import os
 import shutil
 import statistics
-import sys
 import time
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from clozeformer.cliutil import SEED_RANGE, add_config_args, config_from_args, flag_help, print_config, save_config
+from clozeformer.cliutil import SEED_RANGE, flag_help, print_config, save_config
 from clozeformer.errors import ClozeformerError
 from clozeformer.io import check_output_dir, mark_owned
 
@@ -354,14 +352,8 @@ def _report(cfg, vocab_size, manifest, summary, final_eval, before, after, score
     return "\n".join(lines)
 
 
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    add_config_args(parser, QuickstartConfig)
-
-
-def main(args: argparse.Namespace) -> int:
-    run(config_from_args(QuickstartConfig, args))
-    return 0
-
+CONFIG = QuickstartConfig
+main = run
 
 if __name__ == "__main__":  # pragma: no cover
-    sys.exit(main(argparse.Namespace()))
+    run(QuickstartConfig())

@@ -9,8 +9,10 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from clozeformer.cliutil import add_config_args, config_from_args, print_config
+from clozeformer.cliutil import add_config_args
 from clozeformer.data.prepare import PrepareConfig, prepare
+
+CONFIG, SHOW_CONFIG = PrepareConfig, True
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -22,9 +24,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         group.add_argument(f"--{mode}", dest="mode", action="store_const", const=mode, default=argparse.SUPPRESS, help=text)
 
 
-def main(args: argparse.Namespace) -> int:
-    cfg = config_from_args(PrepareConfig, args)
-    print_config(cfg)
+def main(cfg: PrepareConfig) -> int:
     manifest = prepare(cfg)
     print(
         f"wrote {Path(cfg.out) / 'manifest.json'}: mode={manifest.mode} seq_len={manifest.seq_len} "

@@ -22,8 +22,8 @@ from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from clozeformer.cliutil import add_config_args, config_from_args, print_config, save_config
-from clozeformer.data.readers import FORMATS, CorpusReader
+from clozeformer.cliutil import add_config_args, save_config
+from clozeformer.data.readers import FORMATS, CorpusReader, check_corpus_args
 from clozeformer.errors import ClozeformerError
 from clozeformer.io import check_output_dir, mark_owned
 from clozeformer.tokenizer import Tokenizer
@@ -47,14 +47,7 @@ class TokenizerTrainConfig:
     progress: bool = field(default=True, metadata={"help": "show progress bars"})
 
     def __post_init__(self) -> None:
-        if isinstance(self.input, str):
-            self.input = [self.input]
-        if not self.input:
-            raise ClozeformerError("--input: give at least one file, directory or glob")
-        if not self.out:
-            raise ClozeformerError("--out: give the output directory")
-        if self.format not in FORMATS:
-            raise ClozeformerError(f"--format {self.format!r}: expected one of {', '.join(FORMATS)}")
+        self.input = check_corpus_args(self.input, self.out, self.format)
         if self.num_unused < 0:
             raise ClozeformerError(f"--num-unused {self.num_unused}: must be >= 0")
         if self.vocab_size < self.num_unused + 5 + 2:
@@ -116,9 +109,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_config_args(train, TokenizerTrainConfig)
 
 
-def main(args: argparse.Namespace) -> int:
-    cfg = config_from_args(TokenizerTrainConfig, args)
-    print_config(cfg)
+CONFIG, SHOW_CONFIG = TokenizerTrainConfig, True
+
+
+def main(cfg: TokenizerTrainConfig) -> int:
     check_output_dir(cfg.out, cfg.overwrite)  # before the (long) training
     tok, summary = train_tokenizer(cfg)
     out = tok.save(cfg.out)

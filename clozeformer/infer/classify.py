@@ -11,12 +11,10 @@ plus "truncated" on every result. Label names come from config.json `id2label`.
 
 from __future__ import annotations
 
-import argparse
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from clozeformer.cliutil import config_from_args
 from clozeformer.errors import ClozeformerError
 from clozeformer.infer import cli
 from clozeformer.infer.pipelines import Example, InputError, Pipeline, Window, check_text
@@ -94,8 +92,7 @@ class ClassifyConfig(cli.PipelineConfig):
             raise ClozeformerError("--pair goes with exactly one text argument")
 
 
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    cli.add_arguments(parser, ClassifyConfig)
+CONFIG, POSITIONAL = ClassifyConfig, ("inputs",)
 
 
 def _from_fields(obj: dict, source: str) -> Any:
@@ -115,9 +112,7 @@ def _as_text(record: cli.Record, result: dict) -> str:
     return "\t".join([head + cli.mark_truncated(result)] + ([f"({scores})"] if scores else []) + [text])
 
 
-def main(args: argparse.Namespace) -> int:
-    cfg = config_from_args(ClassifyConfig, args)
-
+def main(cfg: ClassifyConfig) -> int:
     def text_line(line: str, source: str) -> Any:
         if cfg.pair is not None:
             return (line, cfg.pair)

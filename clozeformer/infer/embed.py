@@ -13,7 +13,6 @@ search (`clozeformer embed --build-index INDEX --input corpus.txt`).
 
 from __future__ import annotations
 
-import argparse
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -24,7 +23,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from clozeformer.cliutil import config_dict, config_from_args
+from clozeformer.cliutil import config_dict
 from clozeformer.errors import ClozeformerError
 from clozeformer.infer import cli
 from clozeformer.infer.pipelines import Example, Pipeline, Window, check_text
@@ -125,8 +124,7 @@ class EmbedConfig(cli.PipelineConfig):
     overwrite: bool = field(default=False, metadata={"help": "replace an index directory that clozeformer wrote before"})
 
 
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    cli.add_arguments(parser, EmbedConfig)
+CONFIG, POSITIONAL = EmbedConfig, ("inputs",)
 
 
 def _as_text(record: cli.Record, result: dict) -> str:
@@ -135,11 +133,10 @@ def _as_text(record: cli.Record, result: dict) -> str:
     return f"[{head} ... ({len(v)} dims)]{cli.mark_truncated(result)}\t{record.value}"
 
 
-def main(args: argparse.Namespace) -> int:
+def main(cfg: EmbedConfig) -> int:
     from clozeformer.infer.index import EmbeddingIndex
     from clozeformer.infer.pipelines import pipeline
 
-    cfg = config_from_args(EmbedConfig, args)
     if cfg.build_index is None:
         return cli.predict_main("embed", cfg, {"pooling": cfg.pooling, "normalize": cfg.normalize}, _as_text)
     if not cfg.normalize:

@@ -12,14 +12,12 @@ vocabulary logits are computed only at the [MASK] rows (N x V instead of B x T x
 
 from __future__ import annotations
 
-import argparse
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import torch
 
-from clozeformer.cliutil import config_from_args
 from clozeformer.errors import ClozeformerError
 from clozeformer.infer import cli
 from clozeformer.infer.pipelines import Example, InputError, Pipeline, Window, check_text
@@ -93,8 +91,7 @@ class FillMaskConfig(cli.PipelineConfig):
     top_k: int = field(default=5, metadata={"help": "candidates per [MASK]"})
 
 
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    cli.add_arguments(parser, FillMaskConfig)
+CONFIG, POSITIONAL = FillMaskConfig, ("inputs",)
 
 
 def _as_text(record: cli.Record, result: dict) -> str:
@@ -105,6 +102,5 @@ def _as_text(record: cli.Record, result: dict) -> str:
     return "\n".join(lines)
 
 
-def main(args: argparse.Namespace) -> int:
-    cfg = config_from_args(FillMaskConfig, args)
+def main(cfg: FillMaskConfig) -> int:
     return cli.predict_main("fill-mask", cfg, {"top_k": cfg.top_k}, _as_text)

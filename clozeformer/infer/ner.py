@@ -20,12 +20,10 @@ each word's window and its label are `clozeformer.spans` (`token_stride`,
 
 from __future__ import annotations
 
-import argparse
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from clozeformer.cliutil import config_from_args
 from clozeformer.errors import ClozeformerError
 from clozeformer.infer import cli
 from clozeformer.infer.pipelines import Example, Pipeline, Window, check_text
@@ -122,8 +120,7 @@ class NerConfig(cli.PipelineConfig):
     )
 
 
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    cli.add_arguments(parser, NerConfig)
+CONFIG, POSITIONAL = NerConfig, ("inputs",)
 
 
 def _as_text(record: cli.Record, result: dict) -> str:
@@ -134,6 +131,5 @@ def _as_text(record: cli.Record, result: dict) -> str:
     return "\n".join(lines)
 
 
-def main(args: argparse.Namespace) -> int:
-    cfg = config_from_args(NerConfig, args)
+def main(cfg: NerConfig) -> int:
     return cli.predict_main("ner", cfg, {"aggregation": cfg.aggregation, "stride": cfg.stride}, _as_text)

@@ -15,7 +15,6 @@ otherwise nothing is written.
 
 from __future__ import annotations
 
-import argparse
 import sys
 import warnings
 from dataclasses import dataclass, field
@@ -26,6 +25,7 @@ import torch
 from torch import nn
 
 from clozeformer import __version__
+from clozeformer.cliutil import save_config
 from clozeformer.errors import ClozeformerError
 from clozeformer.infer.runners import ONNX_INPUTS, ONNX_OUTPUTS, load_model
 
@@ -157,17 +157,10 @@ class ExportConfig:
             self.onnx = str(Path(self.model) / "model.onnx")
 
 
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    from clozeformer.cliutil import add_config_args
-
-    add_config_args(parser, ExportConfig)
+CONFIG, SHOW_CONFIG = ExportConfig, True
 
 
-def main(args: argparse.Namespace) -> int:
-    from clozeformer.cliutil import config_from_args, print_config, save_config
-
-    cfg = config_from_args(ExportConfig, args)
-    print_config(cfg)
+def main(cfg: ExportConfig) -> int:
     try:
         import onnx  # noqa: F401
         import onnxruntime  # noqa: F401

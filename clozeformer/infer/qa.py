@@ -19,14 +19,12 @@ holds no answer) the answer is "" (start = end = 0) when the null score beats th
 
 from __future__ import annotations
 
-import argparse
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from tokenizers import Tokenizer as Backend
 
-from clozeformer.cliutil import config_from_args
 from clozeformer.errors import ClozeformerError
 from clozeformer.infer import cli
 from clozeformer.infer.pipelines import Example, InputError, Pipeline, Window, check_text
@@ -165,8 +163,7 @@ class QAConfig(cli.PipelineConfig):
             raise ClozeformerError("give --question/--context or --input FILE, not both")
 
 
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    cli.add_arguments(parser, QAConfig)
+CONFIG, POSITIONAL = QAConfig, ("inputs",)
 
 
 def _from_fields(obj: dict, source: str) -> dict:
@@ -185,8 +182,7 @@ def _as_text(record: cli.Record, result: dict) -> str:
     return f"{result['answer'] or '(no answer)'}\t(score {result['score']:.3f}{where}){cli.mark_truncated(result)}"
 
 
-def main(args: argparse.Namespace) -> int:
-    cfg = config_from_args(QAConfig, args)
+def main(cfg: QAConfig) -> int:
     options = {name: getattr(cfg, name) for name in ("doc_stride", "max_answer_length", "max_question_length", "allow_no_answer")}
     records = None  # read from the arguments or --input, unless given by --question/--context
     if cfg.question is not None:

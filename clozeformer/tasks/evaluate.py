@@ -7,10 +7,8 @@ The task, columns, max_seq_len and QA settings default to those the model was fi
 
 from __future__ import annotations
 
-import argparse
 import time
 
-from clozeformer.cliutil import add_config_args, print_config
 from clozeformer.io import atomic_write_json
 from clozeformer.tasks.config import EvaluateConfig
 from clozeformer.tasks.loading import Session, task_config_from_args
@@ -41,12 +39,5 @@ def evaluate(cfg: EvaluateConfig) -> dict:
     return result
 
 
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    add_config_args(parser, EvaluateConfig)
-
-
-def main(args: argparse.Namespace) -> int:
-    cfg = task_config_from_args(EvaluateConfig, args)
-    print_config(cfg)
-    evaluate(cfg)
-    return 0
+CONFIG, FROM_ARGS, SHOW_CONFIG = EvaluateConfig, task_config_from_args, True
+main = evaluate

@@ -12,7 +12,6 @@ Optimizer, schedule, seeding, precision and the NaN guard are the training core'
 
 from __future__ import annotations
 
-import argparse
 import math
 import sys
 import time
@@ -22,7 +21,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from clozeformer.cliutil import add_config_args, config_dict, config_from_args, print_config, save_config
+from clozeformer.cliutil import config_dict, save_config
 from clozeformer.config import PRESETS
 from clozeformer.core import Schedule, adamw, guarded_step, param_groups, seed_everything
 from clozeformer.device import resolve_device
@@ -337,15 +336,5 @@ def finetune(cfg: FinetuneConfig) -> dict:
     return result
 
 
-# ----------------------------------------------------------------------------- CLI
-
-
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    add_config_args(parser, FinetuneConfig)
-
-
-def main(args: argparse.Namespace) -> int:
-    cfg = config_from_args(FinetuneConfig, args)
-    print_config(cfg)
-    finetune(cfg)
-    return 0
+CONFIG, SHOW_CONFIG = FinetuneConfig, True  # `clozeformer finetune`
+main = finetune

@@ -13,10 +13,8 @@ When the files carry labels, the scores are printed and saved in OUT/metrics.jso
 
 from __future__ import annotations
 
-import argparse
 import time
 
-from clozeformer.cliutil import add_config_args, print_config
 from clozeformer.io import atomic_write_json
 from clozeformer.tasks.config import PredictConfig
 from clozeformer.tasks.loading import Session, task_config_from_args
@@ -53,12 +51,5 @@ def _fully_labelled(spec, examples) -> bool:
     return len(gold_labels(spec, examples)) == len(examples)
 
 
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    add_config_args(parser, PredictConfig)
-
-
-def main(args: argparse.Namespace) -> int:
-    cfg = task_config_from_args(PredictConfig, args)
-    print_config(cfg)
-    predict(cfg)
-    return 0
+CONFIG, FROM_ARGS, SHOW_CONFIG = PredictConfig, task_config_from_args, True
+main = predict

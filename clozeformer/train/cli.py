@@ -11,19 +11,15 @@ on SIGTERM / SIGINT, 2 on a user error (including too many NaN steps).
 
 from __future__ import annotations
 
-import argparse
 import signal
 
-from clozeformer.cliutil import add_config_args, config_from_args
 from clozeformer.train.config import PretrainConfig
 
-
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    add_config_args(parser, PretrainConfig)
+CONFIG = PretrainConfig
 
 
-def main(args: argparse.Namespace) -> int:
+def main(cfg: PretrainConfig) -> int:
     from clozeformer.train.loop import pretrain  # torch is imported only when the verb runs
 
-    stopped = pretrain(config_from_args(PretrainConfig, args))["stopped_by"]
+    stopped = pretrain(cfg)["stopped_by"]
     return 128 + int(signal.Signals[stopped]) if stopped in signal.Signals.__members__ else 0

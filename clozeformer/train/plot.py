@@ -18,13 +18,11 @@ clozeformer[plot]`); it is imported only here, through the Agg canvas (no displa
 
 from __future__ import annotations
 
-import argparse
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 
-from clozeformer.cliutil import add_config_args, config_from_args
 from clozeformer.errors import ClozeformerError
 from clozeformer.io import atomic_path
 from clozeformer.train.metrics import METRICS_FILE, read_metrics
@@ -170,11 +168,9 @@ def plot_run(cfg: PlotConfig) -> list[Path]:
     return written
 
 
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    add_config_args(parser, PlotConfig, positional=("run_dir",))
+CONFIG, POSITIONAL = PlotConfig, ("run_dir",)
 
 
-def main(args: argparse.Namespace) -> int:
-    for path in plot_run(config_from_args(PlotConfig, args)):
+def main(cfg: PlotConfig) -> None:
+    for path in plot_run(cfg):
         print(path)
-    return 0
