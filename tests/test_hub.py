@@ -209,6 +209,12 @@ def test_push_uploads_the_model_files_and_a_card_in_one_commit(model_files, tmp_
     (model / "README.md").write_text("# my card\n")
     assert cli_main(["push", "--model", str(model), "--repo", "me/tiny"]) == 0
     assert calls["commit"]["README.md"] == str(model / "README.md")
+    # a sentence-transformers directory's pooling files go with it (as loading fetches them)
+    (model / "1_Pooling").mkdir()
+    for name in ("modules.json", "sentence_bert_config.json", "1_Pooling/config.json"):
+        (model / name).write_text("{}")
+    assert cli_main(["push", "--model", str(model), "--repo", "me/tiny"]) == 0
+    assert {"modules.json", "sentence_bert_config.json", "1_Pooling/config.json"} <= set(calls["commit"])
     assert cli_main(["push", "--model", str(model), "--repo", "not a repo"]) == 2
     assert "give a Hub repository as org/name" in capsys.readouterr().err
     assert cli_main(["push", "--model", str(tmp_path), "--repo", "me/tiny"]) == 2

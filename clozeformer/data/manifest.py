@@ -347,7 +347,8 @@ class _Fields:
     def objects(self, key: str) -> list[_Fields]:
         """The list of objects under `key` (the shards)."""
         items = self.get(key, lambda v: isinstance(v, list), "a list")
-        return [r for _, r in _Fields({f"{key}[{i}]": v for i, v in enumerate(items)}, self.file, self.prefix).children()]
+        indexed = _Fields({f"{key}[{i}]": item for i, item in enumerate(items)}, self.file, self.prefix)  # shards[3]
+        return [shard for _, shard in indexed.children()]
 
     def same(self, key: str, stored: Any, derived: Any, source: str) -> None:
         """A stored copy (None: absent) must equal what it is a copy of."""

@@ -277,8 +277,9 @@ def _items(task: str, body: Any) -> list[Any]:
 
 def _texts(item: Any) -> list[str]:
     """The texts of one item: a text, a (text, text_pair) tuple, or a dict's TEXT_FIELDS."""
-    values = list(item) if isinstance(item, tuple) else [item.get(k) for k in TEXT_FIELDS] if isinstance(item, dict) else [item]
-    return [v for v in values if isinstance(v, str)]
+    if isinstance(item, dict):
+        item = tuple(item.get(k) for k in TEXT_FIELDS)
+    return [v for v in (item if isinstance(item, tuple) else (item,)) if isinstance(v, str)]
 
 
 def _check_sizes(items: list[Any], cfg: ServeConfig) -> int:

@@ -271,8 +271,14 @@ class Trainer:
         horizon = budget.horizon(self.state.step, red["elapsed_s"])
         lr = cfg.lr * sched.factor(self.state.step, horizon)
         norm, bad = guarded_step(self.opt, self.scaler, self.raw.parameters(), cfg.max_grad_norm, loss_value, lr)
-        rec = {"loss": loss_value, "mlm_loss": red["mlm_ce"] / n_mlm, "mlm_acc": red["mlm_correct"] / n_mlm, "lr": lr}
-        rec.update(grad_norm=norm, skipped=bad)
+        rec = dict(
+            loss=loss_value,
+            mlm_loss=red["mlm_ce"] / n_mlm,
+            mlm_acc=red["mlm_correct"] / n_mlm,
+            lr=lr,
+            grad_norm=norm,
+            skipped=bad,
+        )
         if self.nsp:
             rec.update(nsp_loss=red["nsp_ce"] / n_nsp, nsp_acc=red["nsp_correct"] / n_nsp)
         if self.electra:
