@@ -7,7 +7,7 @@ and ONNX export.
     index.py      embedding index on disk (.npy + JSONL) and the `search` verb
     server.py     FastAPI app with micro-batching; the `serve` verb
     onnx_export.py  export with dynamic axes, parity check; the `export` verb
-    cli.py        what the prediction verbs share: reading inputs, writing results
+    cli.py        what the prediction verbs and serve share: RunnerOptions, reading inputs, writing results
 
 Nothing heavy is imported here; `clozeformer.pipeline` resolves to `pipelines.pipeline`.
 """
