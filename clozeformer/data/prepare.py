@@ -292,11 +292,11 @@ class NspBuilder:
         # Google's truncate_seq_pair, with counters instead of list deletions.
         af, ab, bf, bb = 0, len(a), 0, len(b)
         while (ab - af) + (bb - bf) > self.max_num_tokens:
-            front = self.rng.random() < 0.5  # the end to trim, of the longer segment
+            front = self.rng.random() < 0.5  # trim the longer segment at its front or its back
             if ab - af > bb - bf:
-                af, ab = af + front, ab - (not front)
+                af, ab = (af + 1, ab) if front else (af, ab - 1)
             else:
-                bf, bb = bf + front, bb - (not front)
+                bf, bb = (bf + 1, bb) if front else (bf, bb - 1)
         return a[af:ab], b[bf:bb]
 
     def _instance(self, a: np.ndarray, b: np.ndarray, is_random: bool) -> Instance:
