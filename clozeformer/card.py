@@ -36,11 +36,21 @@ def command_line() -> str:
 
 
 def render(
-    title: str, architecture: str, facts: dict[str, Any], base_model: str | None = None, command: str | None = None
+    title: str,
+    architecture: str,
+    facts: dict[str, Any],
+    base_model: str | None = None,
+    command: str | None = None,
+    sentence_transformers: bool = False,
 ) -> str:
-    """A README.md: Hub front matter, then what the model is and how it was made."""
-    front = ["---", "library_name: transformers", "tags:", "- clozeformer", "- bert"]
+    """A README.md: Hub front matter, then what the model is and how it was made. A
+    `sentence_transformers` directory (modules.json) is a sentence-similarity model of that library."""
+    library = "sentence-transformers" if sentence_transformers else "transformers"
+    front = ["---", f"library_name: {library}", "tags:", "- clozeformer", "- bert"]
     tag = next((tag for suffix, tag in PIPELINE_TAGS.items() if architecture.endswith(suffix)), None)
+    if sentence_transformers:
+        front.append("- sentence-transformers")
+        tag = "sentence-similarity"
     if tag:
         front.append(f"pipeline_tag: {tag}")
     if base_model and not Path(base_model).exists():  # a Hub id, not a path on this machine
@@ -50,10 +60,13 @@ def render(
         if value is not None and value != {} and value != []:
             text = json.dumps(value, ensure_ascii=False) if isinstance(value, (dict, list)) else str(value)
             lines.append(f"- **{key}**: {text}")
-    lines += [
-        "",
-        "It loads in `transformers` as it is (`AutoModel.from_pretrained(DIR)`), and in clozeformer (`clozeformer info DIR`).",
-    ]
+    if sentence_transformers:
+        loads = (
+            "in sentence-transformers as it is (`SentenceTransformer(DIR)`), and in clozeformer (`clozeformer embed --model DIR`)"
+        )
+    else:
+        loads = "in `transformers` as it is (`AutoModel.from_pretrained(DIR)`), and in clozeformer (`clozeformer info DIR`)"
+    lines += ["", f"It loads {loads}."]
     if command:
         lines += ["", "Made by:", "", "```bash", command, "```"]
     return "\n".join(lines) + "\n"
@@ -73,5 +86,5 @@ def generic_card(directory: Path, repo: str) -> str:
     metrics = directory / "metrics.json"
     if metrics.is_file():
         m = json.loads(metrics.read_text(encoding="utf-8"))
-        facts = {"task": m.get("task"), "dev metrics (best)": (m.get("best") or {}).get("metrics")}
-    return render(repo, architecture_of(directory), facts)
+        facts = {"task": m.get("task"), "dev scores (best)": (m.get("best") or {}).get("scores")}
+    return render(repo, architecture_of(directory), facts, sentence_transformers=(directory / "modules.json").is_file())

@@ -12,7 +12,7 @@ import json
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal, get_args
 
 from clozeformer.errors import ClozeformerError
 from clozeformer.io import atomic_write_text
@@ -24,6 +24,9 @@ ACTIVATIONS = ("gelu", "gelu_new", "gelu_pytorch_tanh", "gelu_fast", "relu", "si
 POSITION_TYPES = ("absolute", "rotary")
 
 #: fields left out of config.json while they hold these defaults (keeps config.json as HF writes it)
+#: the ways to turn token states into one sentence vector (`model.pool`), everywhere a pooling is chosen
+Pooling = Literal["cls", "mean", "max", "last"]
+POOLINGS: tuple[str, ...] = get_args(Pooling)
 OMITTED_DEFAULTS = {"problem_type": None, "classifier_dropout": None, "classifier_pooling": "cls", "is_decoder": False}
 
 #: (num_hidden_layers, hidden_size, num_attention_heads) of the named presets
@@ -57,8 +60,8 @@ class BertConfig:
     # positions in attention, no table; saved with model_type "roformer")
     position_embedding_type: str = "absolute"
     classifier_dropout: float | None = None  # None -> hidden_dropout_prob
-    # What the pooler reads: "cls" (BERT, transformers) or "mean" of the real tokens (clozeformer's
-    # option, as ModernBERT's; transformers' BERT/RoFormer heads ignore it and read [CLS])
+    # What the pooler reads (`model.pool`): "cls" (BERT, transformers), the "mean" or "max" of the real
+    # tokens or the "last" one (clozeformer's options; transformers' BERT/RoFormer heads read [CLS])
     classifier_pooling: str = "cls"
     # Left-to-right attention (token t sees tokens <= t): a causal LM (`pretrain --objective clm`,
     # the MLM-vs-CLM baseline) and the models fine-tuned from one. HF BertConfig's flag.
@@ -150,8 +153,8 @@ class BertConfig:
             raise bad(f"rotary positions need an even head size, got {self.head_dim}")
         if not 0 <= self.pad_token_id < self.vocab_size:
             raise bad(f"pad_token_id {self.pad_token_id} is outside the vocabulary (size {self.vocab_size})")
-        if self.classifier_pooling not in ("cls", "mean", "last"):
-            raise bad(f"classifier_pooling must be 'cls', 'mean' or 'last', got {self.classifier_pooling!r}")
+        if self.classifier_pooling not in POOLINGS:
+            raise bad(f"classifier_pooling must be one of {', '.join(POOLINGS)}, got {self.classifier_pooling!r}")
         if self.num_labels < 1:
             raise bad(f"num_labels must be >= 1, got {self.num_labels}")
         if self.problem_type not in (None, "regression", "single_label_classification", "multi_label_classification"):

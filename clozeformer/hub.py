@@ -27,7 +27,7 @@ _HUB_ID = re.compile(r"^(?P<repo>[A-Za-z0-9][\w.-]{0,95}(?:/[A-Za-z0-9][\w.-]{0,
 
 #: A model's tokenizer files and sentence-transformers pooling, fetched and pushed alike.
 TOKENIZER_FILES = ("vocab.txt", "tokenizer.json", "tokenizer_config.json", "special_tokens_map.json")
-POOLING_FILES = ("modules.json", "sentence_bert_config.json", "*Pooling/config.json")
+POOLING_FILES = ("modules.json", "sentence_bert_config.json", "config_sentence_transformers.json", "*Pooling/config.json")
 #: What a BERT-family model directory may need; weights are asked for separately (safetensors first).
 MODEL_FILES = ["config.json", *TOKENIZER_FILES, *POOLING_FILES]
 SAFETENSORS = ["model.safetensors", "model.safetensors.index.json", "model-*.safetensors"]

@@ -33,7 +33,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from clozeformer import hf
-from clozeformer.config import BertConfig
+from clozeformer.config import POOLINGS, BertConfig
 
 # ----------------------------------------------------------------------------- outputs
 # Small named outputs with HF field names; never flag-dependent tuples.
@@ -310,12 +310,32 @@ class PreTrainedModel(nn.Module):
 # ----------------------------------------------------------------------------- the encoder
 
 
+def pool(hidden: torch.Tensor, attention_mask: torch.Tensor | None, mode: str) -> torch.Tensor:
+    """(B, T, H) token states -> (B, H): the [CLS] row ("cls"), the mean or the max over the real
+    (unpadded) tokens ("mean", "max"), or the last real token ("last": in a left-to-right model the
+    only one that has seen the whole input). One definition for the classification heads, the
+    sentence-embedding models and the `embed` pipeline."""
+    if mode == "cls":
+        return hidden[:, 0]
+    if attention_mask is None:
+        attention_mask = torch.ones(hidden.shape[:2], dtype=torch.long, device=hidden.device)
+    if mode == "last":
+        last = attention_mask.long().sum(dim=1).clamp(min=1) - 1  # (B,) the last real position
+        return hidden[torch.arange(hidden.shape[0], device=hidden.device), last]
+    mask = attention_mask.unsqueeze(-1).to(hidden.dtype)  # (B, T, 1)
+    if mode == "max":
+        return hidden.masked_fill(mask == 0, torch.finfo(hidden.dtype).min).amax(dim=1)
+    if mode == "mean":
+        return (hidden * mask).sum(dim=1) / mask.sum(dim=1).clamp(min=1.0)
+    raise ValueError(f"pooling {mode!r}: choose one of {', '.join(POOLINGS)}")
+
+
 class Pooler(nn.Module):
     """The sentence representation used by NSP and classification.
 
-    It reads h_[CLS] (`classifier_pooling="cls"`, BERT's and transformers' rule), the mean of the real
-    tokens' states ("mean", as ModernBERT offers) or the last real token's ("last": in a left-to-right
-    model the only one that has seen the whole input); transformers' BERT and RoFormer heads read [CLS].
+    It reads h_[CLS] (`classifier_pooling="cls"`, BERT's and transformers' rule), or another `pool`
+    mode ("mean" as ModernBERT offers, "max", "last" for a left-to-right model); transformers' BERT
+    and RoFormer heads read [CLS].
     BERT: tanh(dense(h)). Rotary models follow RoFormer's classification head: act(dense(dropout(h)))
     with the FFN's activation (hf.py saves this dense as `classifier.dense`).
     """
@@ -328,19 +348,7 @@ class Pooler(nn.Module):
         self.pooling = cfg.classifier_pooling
 
     def forward(self, hidden: torch.Tensor, attention_mask: torch.Tensor | None = None) -> torch.Tensor:
-        if self.pooling == "cls":
-            h = hidden[:, 0]  # (B, T, H) -> (B, H)
-        elif self.pooling == "last":
-            if attention_mask is None:
-                h = hidden[:, -1]
-            else:
-                last = attention_mask.long().sum(dim=1).clamp(min=1) - 1  # (B,) the last real position
-                h = hidden[torch.arange(hidden.shape[0], device=hidden.device), last]  # (B, H)
-        elif attention_mask is None:
-            h = hidden.mean(dim=1)  # (B, H)
-        else:
-            w = attention_mask.to(hidden.dtype).unsqueeze(-1)  # (B, T, 1)
-            h = (hidden * w).sum(dim=1) / w.sum(dim=1).clamp(min=1.0)  # (B, H)
+        h = pool(hidden, attention_mask, self.pooling)  # (B, T, H) -> (B, H)
         return self.act(self.dense(self.dropout(h)))
 
 

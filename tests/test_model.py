@@ -165,4 +165,4 @@ def test_mean_pooling_ignores_padding_and_differs_from_cls():
     torch.testing.assert_close(short.pooler_output, torch.tanh(mean_model.pooler.dense(h)), atol=1e-6, rtol=0)
     assert not torch.allclose(cls_model(ids).pooler_output, short.pooler_output, atol=1e-3)
     with pytest.raises(ClozeformerError, match="classifier_pooling"):
-        BertConfig.preset("tiny", vocab_size=300, classifier_pooling="max")
+        BertConfig.preset("tiny", vocab_size=300, classifier_pooling="sum")

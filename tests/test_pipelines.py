@@ -247,7 +247,8 @@ def test_embed_pooling_normalisation_and_batching(dirs, infer_tok):
 
 
 def test_embed_uses_a_sentence_transformers_directorys_pooling(dirs, tmp_path):
-    """modules.json + 1_Pooling/config.json (sentence-transformers' layout) choose the pooling."""
+    """modules.json + 1_Pooling/config.json (sentence-transformers' layout) choose the pooling, a
+    Normalize module the unit length, sentence_bert_config.json the text length."""
     import shutil
 
     st = tmp_path / "st"
@@ -262,13 +263,28 @@ def test_embed_uses_a_sentence_transformers_directorys_pooling(dirs, tmp_path):
     (st / "1_Pooling" / "config.json").write_text(json.dumps({"word_embedding_dimension": 128, **modes}))
     texts = ["good movie", "the cat sat on the mat"]
     pipe = pipeline("embed", st)
-    assert pipe.pooling == "mean"
-    np.testing.assert_allclose(pipe.embed(texts), pipeline("embed", dirs["base"], pooling="mean").embed(texts), atol=1e-6)
+    assert (pipe.pooling, pipe.normalize) == ("mean", False)  # no Normalize module: raw vectors
+    want = pipeline("embed", dirs["base"], pooling="mean", normalize=False).embed(texts)
+    np.testing.assert_allclose(pipe.embed(texts), want, atol=1e-6)
     assert pipeline("embed", st, pooling="cls").pooling == "cls"  # an explicit choice wins
     assert pipeline("embed", dirs["base"]).pooling == "cls"  # no sentence-transformers files: [CLS]
-    modes["pooling_mode_mean_sqrt_len_tokens"] = True
+    # a Normalize module, a length, the newer layout (sentence-transformers 6: "pooling_mode", long type names)
+    modules.append({"idx": 2, "name": "2", "path": "2_Normalize", "type": "sentence_transformers.base.modules.normalize.Normalize"})
+    modules[1]["type"] = "sentence_transformers.sentence_transformer.modules.pooling.Pooling"
+    (st / "modules.json").write_text(json.dumps(modules))
+    (st / "1_Pooling" / "config.json").write_text(json.dumps({"embedding_dimension": 128, "pooling_mode": "max"}))
+    (st / "sentence_bert_config.json").write_text(json.dumps({"max_seq_length": 16, "do_lower_case": False}))
+    pipe = pipeline("embed", st)
+    assert (pipe.pooling, pipe.normalize, pipe.max_length) == ("max", True, 16)
+    assert pipeline("embed", st, max_length=32).max_length == 32
+    # what clozeformer does not compute is refused, not ignored
+    (st / "1_Pooling" / "config.json").write_text(json.dumps({**modes, "pooling_mode_mean_sqrt_len_tokens": True}))
+    with pytest.raises(ClozeformerError, match="pooling mean_tokens, mean_sqrt_len_tokens"):
+        pipeline("embed", st)
     (st / "1_Pooling" / "config.json").write_text(json.dumps(modes))
-    with pytest.raises(ClozeformerError, match="pooling mean, pooling_mode_mean_sqrt_len_tokens"):
+    modules.append({"idx": 3, "name": "3", "path": "3_Dense", "type": "sentence_transformers.models.Dense"})
+    (st / "modules.json").write_text(json.dumps(modules))
+    with pytest.raises(ClozeformerError, match="module sentence_transformers.models.Dense is not computed by clozeformer"):
         pipeline("embed", st)
 
 

@@ -7,6 +7,10 @@ The result follows the directory's `problem_type`, as transformers trains it:
     multi-label (sigmoid):   {"labels": ["a", "c"], "scores": {"a": 0.8, "c": 0.6, "b": 0.1}}
     regression (1 output):   {"value": 3.2}
 plus "truncated" on every result. Label names come from config.json `id2label`.
+
+A pair classifier is also a cross-encoder reranker (`search --rerank`, `serve`'s /tei/rerank):
+`relevance` scores a (query, text) result by its regression value or by the probability of the
+label that means "relevant" (`RELEVANT_LABELS`, else the last label: "1" of 0/1).
 """
 
 from __future__ import annotations
@@ -36,6 +40,10 @@ def split_pair(index: int, item: Any) -> str | tuple[str, str]:
     return check_text(index, a) if b is None else (check_text(index, a), check_text(index, b, "text_pair"))
 
 
+#: label names that mean "relevant" when a classifier reranks, first match wins (QNLI's "entailment" sorts first)
+RELEVANT_LABELS = ("1", "relevant", "entailment", "positive", "true", "yes", "LABEL_1")
+
+
 class ClassifyPipeline(Pipeline):
     task = "classify"
 
@@ -49,6 +57,7 @@ class ClassifyPipeline(Pipeline):
         else:
             self.kind = "single_label"
         self.labels = label_names(cfg)
+        self.relevant = next((lab for lab in RELEVANT_LABELS if lab in self.labels), self.labels[-1])
 
     def preprocess(self, items: Sequence[Any]) -> list[Example]:
         encoded = self.encode([split_pair(i, item) for i, item in enumerate(items)])
@@ -64,6 +73,15 @@ class ClassifyPipeline(Pipeline):
         if self.kind == "multi_label":
             return logits.sigmoid().tolist()
         return logits[:, 0].tolist()
+
+    def relevance(self, result: dict) -> float:
+        """A cross-encoder's score of one (query, text) result: the regression value, else P(relevant label)."""
+        return float(result["value"] if self.kind == "regression" else result["scores"][self.relevant])
+
+    def rerank(self, query: str, texts: Sequence[str]) -> list[tuple[int, float]]:
+        """(index into `texts`, relevance) pairs, most relevant first."""
+        scores = [self.relevance(r) for r in self([(query, t) for t in texts])]
+        return sorted(enumerate(scores), key=lambda kv: -kv[1])
 
     def postprocess(self, example: Example, outputs: list[Any]) -> dict:
         out = outputs[0]

@@ -150,14 +150,8 @@ def parse_tei_rerank(body: Any) -> tuple[str, list[str], bool]:
     return body["query"], texts, bool(body.get("return_text", False))
 
 
-def relevance(result: dict, positive: str | None) -> float:
-    """A cross-encoder's score for one (query, text) pair: a regression head's value, else the
-    probability of `positive` (the model's last label: the "relevant" class of a binary one)."""
-    return float(result["value"] if "value" in result else result["scores"][positive])
-
-
-def to_tei_rerank(texts: list[str], results: list[dict], return_text: bool, positive: str | None) -> list[dict]:
-    scores = [relevance(r, positive) for r in results]
+def to_tei_rerank(texts: list[str], scores: list[float], return_text: bool) -> list[dict]:
+    """`scores`: each text's relevance (ClassifyPipeline.relevance), best first in the answer."""
     ranked = sorted(range(len(texts)), key=lambda i: -scores[i])
     return [{"index": i, "score": scores[i], **({"text": texts[i]} if return_text else {})} for i in ranked]
 

@@ -6,76 +6,53 @@
 
 Works with any BERT directory: it reads the encoder's last hidden states, whatever head sits
 on top. Unless `pooling` is given, a sentence-transformers directory's own choice is used
-(`modules.json` -> its Pooling module's `config.json`: cls, mean or max), else [CLS].
+(`modules.json` -> its Pooling module's `config.json`: cls, mean, max or last token; see
+`clozeformer.sbert`), else [CLS]; so is its `max_seq_length`, unless `max_length` is given.
 Unit-length rows make cosine similarity a dot product, which `index.py` uses for
 search (`clozeformer embed --build-index INDEX --input corpus.txt`).
 """
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
-from typing import Any, Literal, get_args
+from typing import Any
 
 import numpy as np
 import torch
 import torch.nn.functional as F
 
 from clozeformer.cliutil import config_dict
+from clozeformer.config import POOLINGS, Pooling
 from clozeformer.errors import ClozeformerError
 from clozeformer.infer import cli
 from clozeformer.infer.pipelines import Example, Pipeline, Window, check_text
 from clozeformer.infer.runners import Batch
 from clozeformer.io import check_output_dir
-
-Pooling = Literal["cls", "mean", "max"]
-POOLINGS = get_args(Pooling)
-#: sentence-transformers' Pooling config keys -> ours
-_ST_MODES = {"pooling_mode_cls_token": "cls", "pooling_mode_mean_tokens": "mean", "pooling_mode_max_tokens": "max"}
-
-
-def pool(hidden: torch.Tensor, attention_mask: torch.Tensor, pooling: str) -> torch.Tensor:
-    """(B, T, H) states -> (B, H): the [CLS] row, or the mean / max over real (unpadded) tokens."""
-    if pooling == "cls":
-        return hidden[:, 0]
-    mask = attention_mask.unsqueeze(-1).to(hidden.dtype)  # (B, T, 1)
-    if pooling == "max":
-        return hidden.masked_fill(mask == 0, torch.finfo(hidden.dtype).min).amax(1)
-    return (hidden * mask).sum(1) / mask.sum(1).clamp(min=1.0)
-
-
-def directory_pooling(directory: str | Path | None) -> str | None:
-    """The pooling a sentence-transformers directory declares (`modules.json` -> the Pooling
-    module's `config.json`), or None when the directory has none."""
-    if not directory or not (Path(directory) / "modules.json").is_file():
-        return None
-    from clozeformer.io import read_json_object
-
-    modules = json.loads((Path(directory) / "modules.json").read_text(encoding="utf-8"))
-    paths = [m.get("path", "") for m in modules if isinstance(m, dict) and str(m.get("type", "")).endswith(".Pooling")]
-    if not paths or not (where := Path(directory) / paths[0] / "config.json").is_file():
-        return None
-    config = read_json_object(where)
-    modes = [ours for key, ours in _ST_MODES.items() if config.get(key)]
-    others = [k for k, v in config.items() if k.startswith("pooling_mode_") and v and k not in _ST_MODES]
-    if len(modes) != 1 or others:
-        raise ClozeformerError(f"{where}: pooling {', '.join(modes + others) or 'none'}; clozeformer pools one of cls, mean, max")
-    return modes[0]
+from clozeformer.model import pool
+from clozeformer.sbert import read_modules
 
 
 class EmbedPipeline(Pipeline):
     task = "embed"
 
-    def __init__(self, runner, tokenizer, *, pooling: Pooling | None = None, normalize: bool = True, **kwargs: Any) -> None:
+    def __init__(
+        self, runner, tokenizer, *, pooling: Pooling | None = None, normalize: bool | None = None, **kwargs: Any
+    ) -> None:
+        # a sentence-transformers directory's own pooling and text length, unless given
+        modules = read_modules(getattr(runner, "source", None))
+        if modules is not None:
+            if modules.lowercase and not tokenizer.do_lower_case:
+                raise ClozeformerError(f"{runner.source}: sentence_bert_config.json lower-cases texts, its tokenizer is cased")
+            if kwargs.get("max_length") is None and modules.max_seq_length:
+                kwargs["max_length"] = min(modules.max_seq_length, runner.config.max_position_embeddings)
         super().__init__(runner, tokenizer, **kwargs)
-        if pooling is None:  # the directory's own (sentence-transformers), else [CLS]
-            pooling = directory_pooling(getattr(runner, "source", None)) or "cls"  # type: ignore[assignment]
+        if pooling is None:
+            pooling = modules.pooling if modules else "cls"  # type: ignore[assignment]
         if pooling not in POOLINGS:
-            raise ClozeformerError(f"pooling={pooling!r}: choose cls, mean or max")
+            raise ClozeformerError(f"pooling={pooling!r}: choose one of {', '.join(POOLINGS)}")
         self.pooling = pooling
-        self.normalize = normalize
+        self.normalize = (modules.normalize if modules else True) if normalize is None else normalize
         self.dim = self.config.hidden_size
 
     def preprocess(self, items: Sequence[Any]) -> list[Example]:
@@ -115,9 +92,15 @@ class EmbedPipeline(Pipeline):
 class EmbedConfig(cli.PipelineConfig):
     pooling: Pooling | None = field(
         default=None,
-        metadata={"help": "[CLS] vector, mean or max over tokens (unset: a sentence-transformers directory's own, else cls)"},
+        metadata={
+            "help": "[CLS] vector, mean or max over the tokens, or the last token "
+            "(unset: a sentence-transformers directory's own, else cls)"
+        },
     )
-    normalize: bool = field(default=True, metadata={"help": "L2-normalise each vector"})
+    normalize: bool | None = field(
+        default=None,
+        metadata={"help": "L2-normalise each vector (unset: as a sentence-transformers directory does, else yes)"},
+    )
     build_index: str | None = field(
         default=None, metadata={"help": "write a search index to this directory (new or empty) instead of printing vectors"}
     )
@@ -139,12 +122,12 @@ def main(cfg: EmbedConfig) -> int:
 
     if cfg.build_index is None:
         return cli.predict_main("embed", cfg, {"pooling": cfg.pooling, "normalize": cfg.normalize}, _as_text)
-    if not cfg.normalize:
+    if cfg.normalize is False:
         raise ClozeformerError("--build-index needs normalised vectors (cosine search); drop --no-normalize")
     check_output_dir(cfg.build_index, cfg.overwrite, "--build-index")
     cli.show_config(cfg)
     records = cli.read_records(cfg)
-    pipe = pipeline("embed", cfg.model, **cfg.pipeline_kwargs(), pooling=cfg.pooling)
+    pipe = pipeline("embed", cfg.model, **cfg.pipeline_kwargs(), pooling=cfg.pooling, normalize=True)
     ids = [r.echo.get("id", i) for i, r in enumerate(records)]
     index = cli.run_predictions(records, lambda texts: EmbeddingIndex.build(pipe, texts, ids=ids, progress=cfg.progress))
     index.save(cfg.build_index, config=config_dict(cfg))

@@ -11,6 +11,11 @@ Exact search stays fast up to a few million rows on a CPU; beyond that use an AN
 
     clozeformer embed --model DIR --build-index INDEX --input corpus.txt
     clozeformer search --index INDEX "a query" --top-k 5
+    clozeformer search --index INDEX "a query" --rerank CROSS_ENCODER --candidates 50
+
+`--rerank` re-scores the bi-encoder's best `--candidates` hits with a cross-encoder (a pair
+classifier or regressor from `finetune --task pair-classification|regression`, or any such
+BERT directory; `ClassifyPipeline.relevance`) and keeps the top k of the new order.
 """
 
 from __future__ import annotations
@@ -142,17 +147,29 @@ class EmbeddingIndex:
             out.append([(int(i), float(col[i])) for i in top])
         return out
 
-    def query(self, pipe, texts: Sequence[str], top_k: int = 5) -> list[list[dict]]:
-        """Embed `texts` with `pipe` and return their hits: {"rank", "score", "id", "text"}."""
+    def query(self, pipe, texts: Sequence[str], top_k: int = 5, reranker=None, candidates: int = 50) -> list[list[dict]]:
+        """Embed `texts` with `pipe` and return their hits: {"rank", "score", "id", "text"}. With a
+        `reranker` (a classify pipeline), its relevance of the best `candidates` hits orders them
+        and is the score (the bi-encoder's cosine stays as "retrieval_score")."""
         if pipe.pooling != self.meta.get("pooling", pipe.pooling):
             raise ClozeformerError(
                 f"the index was built with {self.meta['pooling']} pooling; the query pipeline uses {pipe.pooling}"
             )
-        hits = self.search(pipe.embed(list(texts)), top_k)
-        return [
-            [{"rank": r + 1, "score": s, "id": self.ids[i], "text": self.texts[i]} for r, (i, s) in enumerate(row)]
-            for row in hits
-        ]
+        hits = self.search(pipe.embed(list(texts)), max(top_k, candidates) if reranker else top_k)
+        out = []
+        for query, row in zip(texts, hits):  # row: [(index row, cosine)], best first
+            if reranker is not None:  # [(position in row, relevance)], most relevant first
+                rescored = reranker.rerank(query, [self.texts[i] for i, _ in row])[:top_k]
+                ranked = [(row[j][0], score, {"retrieval_score": row[j][1]}) for j, score in rescored]
+            else:
+                ranked = [(i, score, {}) for i, score in row]
+            out.append(
+                [
+                    {"rank": r + 1, "score": s, **extra, "id": self.ids[i], "text": self.texts[i]}
+                    for r, (i, s, extra) in enumerate(ranked)
+                ]
+            )
+        return out
 
 
 # ----------------------------------------------------------------------------- `search` verb
@@ -162,6 +179,10 @@ class EmbeddingIndex:
 class SearchConfig(cli.PipelineConfig):
     index: str = field(default="", metadata={"help": "index directory (from `clozeformer embed --build-index`)"})
     top_k: int = field(default=5, metadata={"help": "hits per query"})
+    rerank: str | None = field(
+        default=None, metadata={"help": "cross-encoder directory (a pair classifier/regressor) that re-scores the hits"}
+    )
+    candidates: int = field(default=50, metadata={"help": "with --rerank: the bi-encoder's best N hits are re-scored"})
 
     def __post_init__(self) -> None:
         if not self.index:
@@ -174,6 +195,8 @@ class SearchConfig(cli.PipelineConfig):
                 raise ClozeformerError(f"{meta_file}: unreadable; is {self.index} an index directory?") from None
         if self.top_k < 1:
             raise ClozeformerError(f"--top-k must be >= 1, got {self.top_k}")
+        if self.candidates < 1:
+            raise ClozeformerError(f"--candidates must be >= 1, got {self.candidates}")
         super().__post_init__()
 
 
@@ -186,8 +209,11 @@ def main(cfg: SearchConfig) -> int:
     cli.show_config(cfg)
     index = EmbeddingIndex.load(cfg.index)
     records = cli.read_records(cfg)
-    pipe = pipeline("embed", cfg.model, **cfg.pipeline_kwargs(), pooling=index.meta["pooling"])
-    hits = cli.run_predictions(records, lambda texts: index.query(pipe, texts, cfg.top_k))
+    pipe = pipeline("embed", cfg.model, **cfg.pipeline_kwargs(), pooling=index.meta["pooling"], normalize=True)
+    reranker = None
+    if cfg.rerank:
+        reranker = pipeline("classify", cfg.rerank, **(cfg.pipeline_kwargs() | {"max_length": None, "onnx": None}))
+    hits = cli.run_predictions(records, lambda texts: index.query(pipe, texts, cfg.top_k, reranker, cfg.candidates))
     lines = []
     for r, row in zip(records, hits):
         if cfg.json:

@@ -53,6 +53,7 @@ from itertools import accumulate
 from typing import Any, Literal
 
 from clozeformer import __version__
+from clozeformer.config import Pooling
 from clozeformer.errors import ClozeformerError
 from clozeformer.hub import model_name
 from clozeformer.infer import compat
@@ -78,7 +79,7 @@ class ServeConfig(RunnerOptions):
     max_chars: int = field(default=20000, metadata={"help": "longest text field, in characters (longer: 413)"})
     max_body_bytes: int = field(default=2_000_000, metadata={"help": "largest request body (larger: 413)"})
     top_k: int = field(default=5, metadata={"help": "fill-mask: candidates per [MASK] (requests may ask fewer)"})
-    pooling: Literal["cls", "mean", "max"] | None = field(
+    pooling: Pooling | None = field(
         default=None, metadata={"help": "embed: pooling (unset: a sentence-transformers directory's own, else cls)"}
     )
     doc_stride: int | None = field(
@@ -450,9 +451,8 @@ class Service:
 
     async def tei_rerank(self, body: Any) -> list:
         query, texts, return_text = compat.parse_tei_rerank(body)
-        labels = getattr(self.pipes["classify"], "labels", None)
         results = await self.answer("classify", [(query, t) for t in texts])
-        return compat.to_tei_rerank(texts, results, return_text, labels[-1] if labels else None)
+        return compat.to_tei_rerank(texts, [self.pipes["classify"].relevance(r) for r in results], return_text)
 
     async def openai_embeddings(self, body: Any) -> dict:
         """POST /v1/embeddings, for openai.OpenAI(base_url="http://HOST:PORT/v1").embeddings.create(...)."""

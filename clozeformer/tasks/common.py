@@ -100,13 +100,15 @@ class Problems:
 
 @dataclass
 class TextExample:
-    """One sentence or sentence pair with a class label (str) or a score (float)."""
+    """One sentence or sentence pair with a class label (str) or a score (float); a sentence-embedding
+    triplet also has its `negative` text."""
 
     guid: str
     text_a: str
     text_b: str | None
     label: str | float | None
     source: Source
+    negative: str | None = None
 
 
 @dataclass

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from clozeformer.cliutil import SEED_RANGE, flag_help
+from clozeformer.config import Pooling
 from clozeformer.errors import ClozeformerError
 from clozeformer.tracking import REPORT_TO_HELP, resolve_report_to
 
@@ -45,7 +46,8 @@ class TaskDataConfig:
         default=None,
         metadata=flag_help(
             "GLUE: cola sst2 mrpc stsb qqp mnli qnli rte wnli; squad squad_v2 xquad cmrc2018 conll2003 swag "
-            "chnsenticorp; your data: classification pair-classification regression token-classification qa"
+            "chnsenticorp; your data: classification pair-classification regression token-classification qa "
+            "sentence-embedding"
         ),
     )
     data: list[str] = field(
@@ -65,7 +67,13 @@ class TaskDataConfig:
         default=None, metadata=flag_help("your data: the second text of a pair (QA: the context)")
     )
     label_column: str | None = field(
-        default=None, metadata=flag_help("your data: the label column (token classification: the tags; QA: the answer)")
+        default=None,
+        metadata=flag_help(
+            "your data: the label column (token classification: the tags; QA: the answer; sentence-embedding: the score)"
+        ),
+    )
+    negative_column: str | None = field(
+        default=None, metadata=flag_help("sentence-embedding: a hard negative per row (triplets); default negative/hard_negative")
     )
     answer_start_column: str | None = field(
         default=None, metadata=flag_help("your QA data: the answer's character offset (default: first occurrence of the answer)")
@@ -157,13 +165,29 @@ class FinetuneConfig(TaskDataConfig):
             "hidden and attention dropout while fine-tuning (saved in the model's config); unset: the model's own"
         ),
     )
-    pooling: Literal["cls", "mean", "last"] | None = field(
+    pooling: Pooling | None = field(
         default=None,
         metadata=flag_help(
-            "sentence vector of classification/regression/multiple-choice heads: cls (BERT), mean of the tokens or "
-            "last token (clozeformer-only: transformers' heads read [CLS]); unset: the model's own (cls; last for "
-            "a left-to-right model from `pretrain --objective clm`)"
+            "sentence vector: cls (BERT), mean or max of the tokens, or the last token. Classification/regression/"
+            "multiple-choice heads (other than cls: clozeformer-only, transformers' heads read [CLS]); unset: the "
+            "model's own (cls; last for a left-to-right model from `pretrain --objective clm`). sentence-embedding: "
+            "unset, a sentence-transformers model's own, else mean"
         ),
+    )
+    loss: Literal["auto", "cosent", "cosine", "mnrl", "triplet"] = field(
+        default="auto",
+        metadata=flag_help(
+            "sentence-embedding: auto = cosent for scored pairs, mnrl (in-batch negatives) for pairs and triplets; "
+            "cosine (MSE of cos vs score); triplet (margin, for triplets)"
+        ),
+    )
+    scale: float = field(default=20.0, metadata=flag_help("sentence-embedding: cosent/mnrl inverse temperature", min=0))
+    margin: float = field(default=0.5, metadata=flag_help("sentence-embedding: triplet loss margin (cosine distance)", min=0))
+    symmetric: bool = field(
+        default=False, metadata=flag_help("sentence-embedding, mnrl: also rank the anchors for each positive")
+    )
+    normalize: bool = field(
+        default=True, metadata=flag_help("sentence-embedding: unit-length vectors (a Normalize module in the output)")
     )
     report_to: list[str] | None = field(default=None, metadata=flag_help(REPORT_TO_HELP))
 
@@ -206,6 +230,6 @@ class PredictConfig(TaskDataConfig):
 
 #: fields a fine-tuned directory remembers (finetune_config.json) and evaluate/predict reuse as defaults
 INHERITED_FIELDS = tuple(
-    "task max_seq_len text_column text_pair_column label_column answer_start_column id_column doc_stride max_query_len "
-    "max_answer_len n_best null_threshold".split()
+    "task max_seq_len text_column text_pair_column label_column negative_column answer_start_column id_column doc_stride "
+    "max_query_len max_answer_len n_best null_threshold".split()
 )

@@ -31,10 +31,10 @@ from clozeformer.io import atomic_write_json, atomic_write_text, check_output_di
 from clozeformer.padding import batch_indices
 from clozeformer.precision import resolve_precision
 from clozeformer.spans import effective_stride
-from clozeformer.tasks import features as F
+from clozeformer.tasks import embedding
 from clozeformer.tasks.common import Problems
 from clozeformer.tasks.config import FinetuneConfig, default_finetune_lr
-from clozeformer.tasks.loading import build_task_model, is_preset, load_tokenizer
+from clozeformer.tasks.loading import base_sentence_modules, build_task_model, is_preset, load_tokenizer
 from clozeformer.tasks.runner import SplitData, TaskRunner, check_labels, discover_labels, format_scores
 from clozeformer.tasks.spec import TaskSpec, get_task, read_examples, resolve_files
 from clozeformer.tracking import Trackers
@@ -66,6 +66,7 @@ class TaskData:
     labels: list[str] | None
     version_2: bool  # span QA with unanswerable questions
     runner: TaskRunner
+    objective: embedding.Objective | None = None  # sentence embeddings: the loss and its settings
 
 
 def read_task_data(cfg: FinetuneConfig, spec: TaskSpec, files: dict, tokenizer, problems: Problems) -> TaskData:
@@ -87,6 +88,11 @@ def read_task_data(cfg: FinetuneConfig, spec: TaskSpec, files: dict, tokenizer, 
     labels = discover_labels(spec, train_ex)
     for examples in [train_ex, *(ev.examples for ev in evals)]:
         check_labels(spec, examples, labels)
+    objective = None
+    if spec.family == "embedding":
+        objective = embedding_objective(cfg, train_ex, evals)
+        if evals:  # the main metric is the dev file's: Spearman for scored pairs, nDCG@10 for retrieval
+            spec.metrics = embedding.metric_names(evals[0].examples)
     version_2 = spec.qa_metric == "squad_v2" or (
         spec.qa_metric == "auto" and any(ex.is_impossible for ex in [*train_ex, *(e for ev in evals for e in ev.examples)])
     )
@@ -96,7 +102,18 @@ def read_task_data(cfg: FinetuneConfig, spec: TaskSpec, files: dict, tokenizer, 
         raise ClozeformerError(f"{files['train']}: no usable training examples")
     for ev in evals:
         ev.features = runner.featurize(ev.examples, problems, training=False)
-    return TaskData(train_ex, n_train_total, train_feats, evals, labels, version_2, runner)
+    return TaskData(train_ex, n_train_total, train_feats, evals, labels, version_2, runner, objective)
+
+
+def embedding_objective(cfg: FinetuneConfig, train: list, evals: list[SplitData]) -> embedding.Objective:
+    """The bi-encoder's loss for the training data's form; dev scores checked against the training range."""
+    score_range = embedding.check_scores(train, (ev.examples for ev in evals))
+    form = embedding.form_of(train)
+    settings = dict(scale=cfg.scale, margin=cfg.margin, symmetric=cfg.symmetric, score_range=score_range)
+    objective = embedding.resolve_objective(cfg.loss, form, cfg.batch_size, len(train), **settings)
+    for line in embedding.describe(form, objective, train):
+        print(line)
+    return objective
 
 
 def task_model(cfg: FinetuneConfig, spec: TaskSpec, data: TaskData, tokenizer):
@@ -105,6 +122,8 @@ def task_model(cfg: FinetuneConfig, spec: TaskSpec, data: TaskData, tokenizer):
     model = build_task_model(spec, cfg, tokenizer, data.labels)
     max_len = data.runner.max_len
     data.runner.check_fits(model.config)
+    if spec.family == "embedding":  # the length `embed` and sentence-transformers read texts with
+        model.objective, model.max_seq_length = data.objective, max_len
     if spec.family == "token":  # the `ner` pipeline's windows: those evaluation reads with
         model.config.extra["ner_max_seq_len"] = max_len
     if spec.family == "qa":  # how `qa` and `serve` window and decode this model: as evaluation does
@@ -138,7 +157,7 @@ class _Training:
         )
         self.history, self.best, self.saved, self.stopped_early, self.seconds = [], None, False, False, 0.0
         seed_everything(cfg.seed)
-        self.lengths = [F.feature_length(f) for f in data.train_features]
+        self.lengths = [self.runner.feature_length(f) for f in data.train_features]
         self.t0 = time.monotonic()
         self.epoch, self.step, self.last_eval, self.bad_streak, self.loss_sum, self.loss_n = 0, 0, -1, 0, 0.0, 0
 
@@ -154,6 +173,8 @@ class _Training:
         batches = batch_indices(
             self.lengths, cfg.batch_size, shuffle=True, seed=cfg.seed + self.epoch, group_by_length=cfg.group_by_length
         )
+        if self.data.objective is not None:
+            batches = embedding.training_batches(batches, self.data.objective)
         for idx in batches:
             loss_value, lr = self.train_step(idx)
             bar.update(1)
@@ -172,7 +193,7 @@ class _Training:
         """One step on the features `idx`, skipped on a NaN/Inf loss or gradient; returns (loss, lr)."""
         cfg = self.cfg
         features = [self.data.train_features[i] for i in idx]
-        batch = {k: v.to(self.device) for k, v in F.collate(features, self.tokenizer.pad_token_id).items()}
+        batch = {k: v.to(self.device) for k, v in self.runner.collate(features).items()}
         with self.precision.autocast():
             loss = self.model(**batch).loss
         (self.scaler.scale(loss) if self.scaler else loss).backward()
@@ -259,7 +280,10 @@ def model_card(cfg: FinetuneConfig, spec: TaskSpec, result: dict, files: dict) -
         "labels": result["labels"],
     }
     architecture = card.architecture_of(Path(cfg.out))
-    return card.render(f"{spec.title}: fine-tuned {Path(cfg.model).name}", architecture, facts, cfg.model, card.command_line())
+    title = f"{spec.title}: fine-tuned {Path(cfg.model).name}"
+    return card.render(
+        title, architecture, facts, cfg.model, card.command_line(), sentence_transformers=spec.family == "embedding"
+    )
 
 
 def finetune(cfg: FinetuneConfig) -> dict:
@@ -284,6 +308,11 @@ def finetune(cfg: FinetuneConfig) -> dict:
     device = resolve_device(cfg.device)
     precision = resolve_precision(cfg.precision, device)  # refuse fp16 on CPU before any work is done
     tokenizer = load_tokenizer(cfg.tokenizer, cfg.model)
+    if spec.family == "embedding":  # unset: a sentence-transformers base model's own pooling and length
+        modules = base_sentence_modules(cfg.model)
+        cfg.pooling = cfg.pooling or (modules.pooling if modules else "mean")
+        if cfg.max_seq_len is None and modules is not None and modules.max_seq_length:
+            cfg.max_seq_len = modules.max_seq_length
     problems = Problems(skip_bad_rows=cfg.skip_bad_rows)
     data = read_task_data(cfg, spec, files, tokenizer, problems)
     model = task_model(cfg, spec, data, tokenizer).to(device)

@@ -28,6 +28,7 @@ from typing import Any
 from clozeformer.errors import ClozeformerError
 from clozeformer.tasks.common import Answer, ChoiceExample, Problems, QAExample, Source, TextExample, TokenExample
 from clozeformer.tasks.conll import as_list
+from clozeformer.tasks.embedding import PairColumns, read_pairs
 from clozeformer.tasks.swag import ENDINGS
 
 #: GLUE task -> (first text column, second text column or None) in the Hub's nyu-mll/glue
@@ -125,6 +126,10 @@ class DatasetSplit:
             return self._read_tokens(spec, problems, labeled, columns)
         if spec.family == "choice":
             return self._read_choice(problems, labeled, columns)
+        if spec.family == "embedding":
+            cols = PairColumns(*(columns.get(k) for k in ("text", "text_pair", "label", "negative", "id")))
+            rows = ((src, row) for _, src, row in self._rows(problems))
+            return read_pairs(list(self.data.column_names), rows, where, problems, labeled, cols)
         a, b = GLUE_COLUMNS.get(spec.name, (None, None))
         a = need(columns.get("text") or a or _first(names, ("text", "sentence", "sentence1")), "text")
         b_col = columns.get("text_pair") or b

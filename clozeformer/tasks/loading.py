@@ -51,9 +51,21 @@ def load_tokenizer(tokenizer: str | None, model: str):
 
 
 def model_class(spec: TaskSpec):
+    """The class fine-tuned for `spec` (sentence embeddings: the bi-encoder around a BertModel)."""
+    if spec.family == "embedding":
+        from clozeformer.tasks.embedding import SentenceEncoder
+
+        return SentenceEncoder
     from clozeformer import model as M
 
     return getattr(M, spec.model_class_name)
+
+
+def base_sentence_modules(model: str):
+    """The pooling, normalisation and length of a sentence-transformers base model (None otherwise)."""
+    from clozeformer.sbert import read_modules
+
+    return None if is_preset(model) else read_modules(hub.model_dir(model))
 
 
 def head_overrides(spec: TaskSpec, labels: list[str] | None) -> dict:
@@ -82,6 +94,8 @@ def check_vocab(tokenizer, config: BertConfig, where: str) -> None:
 
 def build_task_model(spec: TaskSpec, cfg: FinetuneConfig, tokenizer, labels: list[str] | None):
     """The task model from a pretrained directory (new head) or a preset at random init."""
+    if spec.family == "embedding":
+        return _sentence_encoder(spec, cfg, tokenizer)
     cls = model_class(spec)
     overrides = head_overrides(spec, labels)
     if cfg.dropout is not None:
@@ -101,6 +115,26 @@ def build_task_model(spec: TaskSpec, cfg: FinetuneConfig, tokenizer, labels: lis
     check_vocab(tokenizer, model.config, where)
     model.config.extra["finetuning_task"] = spec.name
     return model
+
+
+def _sentence_encoder(spec: TaskSpec, cfg: FinetuneConfig, tokenizer):
+    """A bi-encoder around the base model's encoder (any head class's), or a preset at random init."""
+    from clozeformer.model import BertModel
+    from clozeformer.tasks.embedding import SentenceEncoder
+
+    overrides = {}
+    if cfg.dropout is not None:
+        overrides.update(hidden_dropout_prob=cfg.dropout, attention_probs_dropout_prob=cfg.dropout)
+    torch.manual_seed(cfg.seed)
+    if is_preset(cfg.model):
+        config = BertConfig.preset(cfg.model, vocab_size=tokenizer.vocab_size, pad_token_id=tokenizer.pad_token_id, **overrides)
+        bert, where = BertModel(config), f"preset {cfg.model}"
+    else:
+        bert, where = BertModel.from_pretrained(cfg.model, **overrides), str(cfg.model)
+    check_vocab(tokenizer, bert.config, where)
+    bert.config.extra["finetuning_task"] = spec.name
+    assert cfg.pooling is not None  # resolved by finetune (the base model's own, else mean)
+    return SentenceEncoder(bert, cfg.pooling, cfg.normalize)
 
 
 # ----------------------------------------------------------------------------- fine-tuned directories
@@ -148,7 +182,10 @@ def load_finetuned(cfg: TaskDataConfig, model_dir: str | None):
     device = resolve_device(cfg.device)
     tokenizer = load_tokenizer(None, str(mdir))
     check_vocab(tokenizer, config, str(mdir))
-    model = model_class(spec).from_pretrained(mdir, strict_heads=True).to(device).eval()
+    # a bi-encoder reads the encoder only: a published sentence-transformers model needs no pooler weights
+    model = model_class(spec).from_pretrained(mdir, strict_heads=spec.family != "embedding").to(device).eval()
+    if spec.family == "embedding" and cfg.max_seq_len is None:  # a sentence-transformers model's own length
+        cfg.max_seq_len = model.max_seq_length
     version_2 = bool(config.extra.get("qa_version_2", spec.qa_metric == "squad_v2"))
     runner = TaskRunner(spec, cfg, tokenizer, labels, version_2)
     runner.check_fits(config)
@@ -189,6 +226,10 @@ class Session:
         spec, runner, model, device = load_finetuned(cfg, cfg.model)
         problems = Problems(skip_bad_rows=cfg.skip_bad_rows)
         splits = read_splits(spec, cfg, runner, labeled, problems)
+        if spec.family == "embedding" and splits:  # scored pairs: Spearman; pairs: retrieval
+            from clozeformer.tasks.embedding import metric_names
+
+            spec.metrics = metric_names(splits[0].examples)
         # beside a local model; a Hub model's snapshot is the cache's, not ours: ./NAME-<default_out>
         beside = Path(cfg.model) / default_out if Path(cfg.model).is_dir() else Path(f"{Path(cfg.model).name}-{default_out}")
         out = Path(cfg.out) if cfg.out else beside

@@ -12,6 +12,9 @@ tasks' own evaluation scripts for span QA and NER.
 | SQuAD EM/F1 | the official v1.1 and v2.0 evaluation scripts, normalisation and all              |
 | CMRC EM/F1  | CMRC 2018's evaluate script: mixed segmentation, punctuation removal, LCS-based F1 |
 | entity P/R/F1 | CoNLL `conlleval` chunking, micro-averaged over entities (seqeval's default mode) |
+| ndcg@k      | retrieval: binary-relevance nDCG of the top k, 1 / log2(rank + 1) gains       |
+| mrr@k       | retrieval: mean of 1 / rank of the first relevant document in the top k (else 0) |
+| recall@k    | retrieval: fraction of a query's relevant documents found in its top k        |
 
 Every score is a fraction in [0, 1] except the SQuAD/CMRC ones, which, as their scripts do,
 report percentages. Scores that are undefined (a correlation with a constant side, F1 with no
@@ -319,3 +322,27 @@ def entity_scores(gold: Sequence[Sequence[str]], pred: Sequence[Sequence[str]]) 
     for type_ in sorted({e[1] for e in true_set}):
         out[f"f1_{type_}"] = prf({e for e in true_set if e[1] == type_}, {e for e in pred_set if e[1] == type_})[2]
     return out
+
+
+# ----------------------------------------------------------------------------- retrieval
+
+
+def retrieval_metrics(ranked: Sequence[Sequence], relevant: Sequence[set], ks: Sequence[int] = (1, 10)) -> dict[str, float]:
+    """nDCG@10, MRR@10 and recall@k (each k of `ks`) averaged over queries, as sentence-transformers'
+    InformationRetrievalEvaluator and the BEIR/MS MARCO scripts define them (binary relevance).
+    `ranked[q]`: query q's documents, best first (at least the top max(10, max(ks))); `relevant[q]`:
+    the documents that answer it (non-empty)."""
+    n = len(ranked)
+    if n == 0:
+        return {"ndcg@10": 0.0, "mrr@10": 0.0, **{f"recall@{k}": 0.0 for k in ks}}
+    ndcg = mrr = 0.0
+    recall = dict.fromkeys(ks, 0.0)
+    for docs, rel in zip(ranked, relevant):
+        hits = [d in rel for d in docs]
+        dcg = sum(1.0 / np.log2(r + 2) for r, hit in enumerate(hits[:10]) if hit)
+        ideal = sum(1.0 / np.log2(r + 2) for r in range(min(len(rel), 10)))
+        ndcg += dcg / ideal
+        mrr += next((1.0 / (r + 1) for r, hit in enumerate(hits[:10]) if hit), 0.0)
+        for k in ks:
+            recall[k] += sum(hits[:k]) / len(rel)
+    return {"ndcg@10": ndcg / n, "mrr@10": mrr / n, **{f"recall@{k}": v / n for k, v in recall.items()}}

@@ -19,8 +19,8 @@ from clozeformer import spans
 from clozeformer.errors import ClozeformerError
 from clozeformer.io import atomic_write_json, atomic_write_text
 from clozeformer.padding import batch_indices
+from clozeformer.tasks import embedding, glue, metrics, squad_post
 from clozeformer.tasks import features as F
-from clozeformer.tasks import glue, metrics, squad_post
 from clozeformer.tasks.common import Problems, TokenExample, sort_labels
 from clozeformer.tasks.config import TaskDataConfig
 from clozeformer.tasks.conll import format_conll
@@ -43,6 +43,8 @@ class Decoded:
     predictions: list
     nbest: dict[str, list[dict]] | None = None
     null_odds: dict[str, float] | None = None
+    queries: list[tuple[list[int], set[int]]] | None = None  # sentence embeddings, a pairs file: per distinct A, its
+    # top 10 Bs and its relevant Bs (text keys)
 
 
 def gold_labels(spec: TaskSpec, examples: list) -> list:
@@ -54,7 +56,7 @@ def gold_labels(spec: TaskSpec, examples: list) -> list:
 
 def discover_labels(spec: TaskSpec, train_examples: list) -> list[str] | None:
     """The label list: the task's fixed one, else the training file's (sorted; 'O' first for tags)."""
-    if spec.family in ("regression", "qa", "choice"):
+    if spec.family in ("regression", "qa", "choice", "embedding"):
         return None
     if spec.labels is not None:
         return list(spec.labels)
@@ -114,6 +116,8 @@ class TaskRunner:
             return F.encode_tokens(self.tokenizer, examples, self.max_len, problems, self.label2id, training)
         if fam == "choice":
             return F.encode_choices(self.tokenizer, examples, self.max_len, problems)
+        if fam == "embedding":
+            return embedding.encode_pairs(self.tokenizer, examples, self.max_len, problems)
         return squad_post.make_windows(
             self.tokenizer,
             examples,
@@ -148,8 +152,21 @@ class TaskRunner:
                     out[i] = logits[b, : lengths[i]] if self.spec.family == "token" else logits[b]
         return out
 
+    def collate(self, feats: list[dict]) -> dict[str, torch.Tensor]:
+        """A training batch of features, padded."""
+        if self.spec.family == "embedding":
+            return embedding.collate(feats, self.tokenizer.pad_token_id)
+        return F.collate(feats, self.tokenizer.pad_token_id)
+
+    def feature_length(self, f: dict) -> int:
+        return embedding.feature_length(f) if self.spec.family == "embedding" else F.feature_length(f)
+
     def predict(self, model, split: SplitData, batch_size: int, device: torch.device, progress: bool = False) -> Decoded:
         """The model's outputs on `split`, decoded into the task's predictions."""
+        if self.spec.family == "embedding":  # texts embedded once each: pairs compared, or each A searched among the Bs
+            pad_id = self.tokenizer.pad_token_id
+            cosines, queries = embedding.evaluate(model, split.examples, split.features, batch_size, device, pad_id)
+            return Decoded(cosines, queries=queries)
         return self.decode(split.examples, split.features, self.infer(model, split.features, batch_size, device, progress))
 
     # ------------------------------------------------------------------ logits -> predictions
@@ -193,6 +210,8 @@ class TaskRunner:
     def score(self, examples: list, decoded: Decoded) -> dict[str, float]:
         fam = self.spec.family
         preds = decoded.predictions
+        if fam == "embedding":
+            return embedding.scores_of(examples, preds, decoded.queries)
         if fam == "qa":
             golds = {ex.qid: [a.text for a in ex.answers] for ex in examples}
             pred_map = {ex.qid: p for ex, p in zip(examples, preds)}

@@ -9,6 +9,7 @@ A task is one of five *families*, each with its model class:
 | token          | BertForTokenClassification     | conll2003, token-classification                    |
 | qa             | BertForQuestionAnswering       | squad, squad_v2, xquad, cmrc2018, qa               |
 | choice         | BertForMultipleChoice          | swag                                               |
+| embedding      | BertModel + pooling (a sentence-transformers directory) | sentence-embedding (tasks/embedding.py) |
 
 `resolve_files` maps `--data` (a directory with standard file names, SPLIT=FILE items, or bare
 files in split order) to one file per split.
@@ -24,11 +25,11 @@ from pathlib import Path
 from typing import Any, Literal
 
 from clozeformer.errors import ClozeformerError
-from clozeformer.tasks import conll, custom, glue, squad, swag
+from clozeformer.tasks import conll, custom, embedding, glue, squad, swag
 from clozeformer.tasks.common import Problems, read_text
 from clozeformer.tasks.config import TaskDataConfig
 
-Family = Literal["classification", "regression", "token", "qa", "choice"]
+Family = Literal["classification", "regression", "token", "qa", "choice", "embedding"]
 
 MODEL_CLASS: dict[str, str] = {
     "classification": "BertForSequenceClassification",
@@ -36,6 +37,7 @@ MODEL_CLASS: dict[str, str] = {
     "token": "BertForTokenClassification",
     "qa": "BertForQuestionAnswering",
     "choice": "BertForMultipleChoice",
+    "embedding": "BertModel",
 }
 
 
@@ -78,7 +80,7 @@ class TaskSpec:
         )
 
 
-CUSTOM_TASKS = ("classification", "pair-classification", "regression", "token-classification", "qa")
+CUSTOM_TASKS = ("classification", "pair-classification", "regression", "token-classification", "qa", "sentence-embedding")
 _TABLE_EXT = ("tsv", "csv", "jsonl", "json", "tsv.gz", "csv.gz", "jsonl.gz", "json.gz")
 _STEMS = {"train": ("train",), "dev": ("dev", "valid", "validation", "val"), "test": ("test",)}
 _CUSTOM_SPLITS = {s: tuple(f"{stem}.{e}" for stem in stems for e in _TABLE_EXT) for s, stems in _STEMS.items()}
@@ -104,6 +106,7 @@ _ALIASES = {
     "conll2003": ("conll",),
     "token-classification": ("ner",),
     "qa": ("questionanswering",),
+    "sentence-embedding": ("sentenceembeddings", "embedding", "embeddings", "biencoder", "sentencesimilarity"),
 }
 
 
@@ -180,7 +183,7 @@ def read_examples(
     from clozeformer.tasks.hfdatasets import DatasetSplit
 
     if isinstance(source, DatasetSplit):
-        columns = {k: getattr(cfg, f"{k}_column", None) for k in ("text", "text_pair", "label", "id")}
+        columns = {k: getattr(cfg, f"{k}_column", None) for k in ("text", "text_pair", "label", "negative", "id")}
         return source.read(spec, problems, labeled, columns)
     return spec.read(source, problems, labeled)
 
@@ -214,6 +217,12 @@ def _custom_task(canon: str, cfg: TaskDataConfig) -> TaskSpec:
             )
 
         return TaskSpec(canon, "token", canon, read_tokens, dict(_TOKEN_SPLITS), metrics=_NER_METRICS)
+    if canon == "sentence-embedding":
+        read = partial(embedding.read_pair_table, cols=pair_columns(cfg))
+        title = "sentence embeddings"
+        return TaskSpec(
+            canon, "embedding", title, read, dict(_CUSTOM_SPLITS), metrics=("spearman", "pearson"), default_max_seq_len=256
+        )
 
     # qa
     def read_qa(path, problems, labeled=True):
@@ -233,6 +242,10 @@ def _custom_task(canon: str, cfg: TaskDataConfig) -> TaskSpec:
     return TaskSpec(
         canon, "qa", "span QA", read_qa, dict(_CUSTOM_SPLITS), metrics=("f1",), default_max_seq_len=384, qa_metric="auto"
     )
+
+
+def pair_columns(cfg: TaskDataConfig) -> embedding.PairColumns:
+    return embedding.PairColumns(cfg.text_column, cfg.text_pair_column, cfg.label_column, cfg.negative_column, cfg.id_column)
 
 
 def _looks_like_squad(path) -> bool:
