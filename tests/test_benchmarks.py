@@ -56,8 +56,37 @@ def mini_shared(tmp_path_factory) -> Path:
     for split, n in (("train", 64), ("dev", 32)):
         rows = [f"{' '.join(rng.choices(words, k=6))}\t{rng.randrange(2)}" for _ in range(n)]
         (sst / f"{split}.tsv").write_text("sentence\tlabel\n" + "\n".join(rows) + "\n", encoding="utf-8")
+    sts = root / "tasks" / "glue" / "STS-B"
+    sts.mkdir(parents=True)
+    header = "index\tgenre\tfilename\tyear\told_index\tsource1\tsource2\tsentence1\tsentence2\tscore\n"
+    rows = [f"{i}\tg\tf\ty\t{i}\tnone\tnone\t{' '.join(rng.choices(words, k=5))}\t{' '.join(rng.choices(words, k=5))}\t{i % 6}.0"
+            for i in range(24)]  # fmt: skip
+    (sts / "dev.tsv").write_text(header + "\n".join(rows) + "\n", encoding="utf-8")
+    write_squad(root / "tasks" / "squad" / "xquad" / "xquad.en.json", rng)
     corpus.unlink()
     return root
+
+
+def write_squad(path: Path, rng: random.Random) -> None:
+    """A SQuAD-format file of 8 articles, 2 passages each, 3 questions per passage, built from the
+    inference vocabulary (each question shares a word with its passage)."""
+    words = [w for w in (FIXTURES / "infer_vocab.txt").read_text(encoding="utf-8").split() if w.isalpha() and len(w) > 2]
+    data = []
+    for a in range(8):
+        paragraphs = []
+        for p in range(2):
+            key = words[(a * 2 + p) % len(words)]
+            context = " ".join(rng.choices(words, k=20) + [key] + rng.choices(words, k=10))
+            start = context.index(key)
+            qas = [
+                {"id": f"{a}-{p}-{q}", "question": f"what {key} {rng.choice(words)}",
+                 "answers": [{"text": key, "answer_start": start}]}
+                for q in range(3)
+            ]  # fmt: skip
+            paragraphs.append({"context": context, "qas": qas})
+        data.append({"title": f"article {a}", "paragraphs": paragraphs})
+    path.parent.mkdir(parents=True)
+    path.write_text(json.dumps({"version": "1.1", "data": data}), encoding="utf-8")
 
 
 def test_matmul_ceiling():
@@ -122,6 +151,50 @@ def test_shared_data_benchmarks(mini_shared, tmp_path):
         str(tmp_path / "ft"),
     )
     assert "| sst2 | random |" in out
+
+
+@pytest.fixture(scope="module")
+def tiny_st(tmp_path_factory, infer_tok) -> Path:
+    """A random tiny encoder as a sentence-transformers directory (mean pooling, unit length)."""
+    from synthetic import save_tiny
+
+    from clozeformer.model import BertModel
+    from clozeformer.sbert import write_modules
+
+    directory = save_tiny(BertModel, infer_tok, tmp_path_factory.mktemp("st") / "tiny-st")
+    write_modules(directory, pooling="mean", normalize=True, max_seq_length=64, dim=128)
+    return directory
+
+
+def test_embedding_inference_suite(mini_shared, tiny_st):
+    pytest.importorskip("sentence_transformers")
+    out = run_bench(
+        "inference", "--suite", "embeddings", "--model", str(tiny_st), "--rounds", "1", "--n-latency", "2", "--threads", "1",
+        "--data", str(mini_shared),
+    )  # fmt: skip
+    for arm in (
+        "sentence-transformers (torch)",
+        "ONNX Runtime by hand (fp32)",
+        "clozeformer torch fp32",
+        "clozeformer onnx int8",
+    ):
+        assert f"| {arm} |" in out
+    spearman = [float(line.rsplit("|", 2)[1]) for line in out.splitlines() if line.startswith("| clozeformer torch fp32")]
+    st = [float(line.rsplit("|", 2)[1]) for line in out.splitlines() if line.startswith("| sentence-transformers (torch)")]
+    assert spearman == pytest.approx(st, abs=1e-4)  # the same model gives the same quality in both
+
+
+def test_retrieval(mini_shared, tiny_st, tmp_path):
+    pytest.importorskip("bm25s")
+    pytest.importorskip("sentence_transformers")
+    out = run_bench(
+        "retrieval", "--models", str(tiny_st), "--epochs", "1", "--batch-size", "4", "--max-seq-len", "48",
+        "--candidates", "5", "--threads", "1", "--work", str(tmp_path / "work"), "--data", str(mini_shared),
+    )  # fmt: skip
+    for arm in ("bm25", "zero-shot", "trained", "+ rerank top 5", "st-trained"):
+        assert f"| {arm} |" in out, out
+    assert "training time ratio" in out
+    assert (tmp_path / "work" / "bi-tiny-st" / "modules.json").is_file()
 
 
 def test_gpu_pretrain_needs_a_gpu(tmp_path):

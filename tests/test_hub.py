@@ -110,6 +110,13 @@ def test_every_verb_family_takes_a_hub_id(offline_hub, tmp_path, capsys, infer_t
     assert json.loads((ft / "config.json").read_text())["architectures"] == ["BertForSequenceClassification"]
     card = (ft / "README.md").read_text()  # the model card names the Hub base model and the task
     assert f"base_model: {REPO}" in card and "pipeline_tag: text-classification" in card and "sst2 (" in card
+    # a bi-encoder from the Hub model's encoder: a sentence-transformers directory
+    pairs = tmp_path / "pairs.tsv"
+    pairs.write_text("query\tpassage\n" + "".join(f"the {w}\ta {w} sat .\n" for w in ("cat", "dog", "man", "city") * 4))
+    emb = tmp_path / "emb"
+    argv = ["finetune", "--task", "sentence-embedding", "--data", f"train={pairs}", f"dev={pairs}", "--model", REPO]
+    assert cli_main([*argv, "--epochs", "1", "--batch-size", "4", "--out", str(emb)]) == 0
+    assert (emb / "modules.json").is_file() and "pipeline_tag: sentence-similarity" in (emb / "README.md").read_text()
     # serve's pipelines
     from clozeformer.infer.server import ServeConfig, build_pipelines
 

@@ -176,6 +176,24 @@ def test_export_verb_and_server_onnx_backend(exported, tmp_path, capsys):
         assert got[0]["score"] == pytest.approx(want[0]["score"], abs=1e-5)
 
 
+def test_int8_export_is_smaller_and_close(exported, capsys):
+    """`export --quantize int8`: int8 weights (a quarter of the file), vectors close to PyTorch's, the
+    directory's default name model.int8.onnx, and the onnx backend of the pipelines reads it."""
+    directory = exported["BertModel"][0]
+    assert cli_main(["export", "--model", str(directory), "--quantize", "int8"]) == 0
+    assert "mean cosine similarity to PyTorch's" in capsys.readouterr().out
+    q = directory / "model.int8.onnx"
+    assert q.stat().st_size < 0.4 * (directory / "model.onnx").stat().st_size
+    import onnx
+
+    ops = {node.op_type for node in onnx.load(str(q)).graph.node}
+    assert "DynamicQuantizeLinear" in ops or "DynamicQuantizeMatMul" in ops or "MatMulInteger" in ops, ops
+    texts = ["good movie", "the cat sat on the mat", "john lives in paris"]
+    want = pipeline("embed", directory, pooling="mean").embed(texts)
+    got = pipeline("embed", directory, pooling="mean", backend="onnx", onnx=q).embed(texts)
+    assert (got * want).sum(-1).min() > 0.99 and np.abs(got - want).max() > 1e-6  # close, and really quantized
+
+
 @pytest.mark.parametrize("cls", [BertForMaskedLM, BertForSequenceClassification])
 def test_rotary_export_parity_at_another_length(tmp_path, infer_tok, cls):
     """Rotary tables are computed from the sequence length: traced at 8 tokens, checked at 13."""

@@ -513,6 +513,31 @@ def test_cli_qa_ner_embed_search(dirs, tmp_path, capsys):
     assert code == 0 and len(json.loads(out)["embedding"]) == 128
 
 
+def test_search_rerank_orders_the_bi_encoders_hits_by_the_cross_encoder(dirs, tmp_path, capsys, infer_tok):
+    corpus = tmp_path / "corpus.txt"
+    texts = ["good movie", "the cat sat on the mat", "john lives in paris", "a very bad film", "new york city"]
+    corpus.write_text("\n".join(texts) + "\n", encoding="utf-8")
+    build = ["embed", "--model", str(dirs["base"]), "--build-index", str(tmp_path / "idx"), "--input", str(corpus)]
+    assert run_cli([*build, "--pooling", "mean", "--no-progress"], capsys)[0] == 0
+    search = ["search", "--index", str(tmp_path / "idx"), "--json", "--top-k", "3", "cat movie"]
+    for reranker, candidates in ((dirs["cls"], 5), (dirs["reg"], 4)):
+        code, out, _ = run_cli([*search, "--rerank", str(reranker), "--candidates", str(candidates)], capsys)
+        hits = json.loads(out)["hits"]
+        assert code == 0 and len(hits) == 3 and [h["rank"] for h in hits] == [1, 2, 3]
+        cross = pipeline("classify", reranker)
+        want = {t: cross.relevance(cross(("cat movie", t))) for t in texts}
+        assert [h["score"] for h in hits] == pytest.approx(sorted([want[h["text"]] for h in hits], reverse=True), abs=1e-6)
+        bi = {h["text"]: h["score"] for h in json.loads(run_cli([*search, "--top-k", "5"], capsys)[1])["hits"]}
+        assert all(h["retrieval_score"] == pytest.approx(bi[h["text"]], abs=1e-6) for h in hits)
+        if candidates == 5:  # every text is a candidate: the top 3 are the cross-encoder's best 3 of all
+            assert [h["text"] for h in hits] == sorted(texts, key=lambda t: -want[t])[:3]
+        else:  # only the bi-encoder's best 4 are re-scored: its worst hit never comes back
+            assert min(bi, key=bi.get) not in [h["text"] for h in hits]
+    assert pipeline("classify", dirs["cls"]).relevant == "pos"  # the last label of a binary classifier
+    nli = save_tiny(BertForSequenceClassification, infer_tok, tmp_path / "nli", id2label={0: "entailment", 1: "not_entailment"})
+    assert pipeline("classify", nli).relevant == "entailment"  # QNLI's relevant label sorts first
+
+
 def test_cli_reads_stdin(dirs, capsys, monkeypatch):
     import io
     import sys

@@ -177,8 +177,8 @@ class FinetuneConfig(TaskDataConfig):
     loss: Literal["auto", "cosent", "cosine", "mnrl", "triplet"] = field(
         default="auto",
         metadata=flag_help(
-            "sentence-embedding: auto = cosent for scored pairs, mnrl (in-batch negatives) for pairs and triplets; "
-            "cosine (MSE of cos vs score); triplet (margin, for triplets)"
+            "sentence-embedding: auto = cosine (MSE of cos vs the score scaled to [0, 1]; measured best) for scored pairs, "
+            "mnrl (in-batch negatives) for pairs and triplets; cosent (scored pairs); triplet (margin, for triplets)"
         ),
     )
     scale: float = field(default=20.0, metadata=flag_help("sentence-embedding: cosent/mnrl inverse temperature", min=0))
