@@ -269,7 +269,8 @@ def test_embed_uses_a_sentence_transformers_directorys_pooling(dirs, tmp_path):
     assert pipeline("embed", st, pooling="cls").pooling == "cls"  # an explicit choice wins
     assert pipeline("embed", dirs["base"]).pooling == "cls"  # no sentence-transformers files: [CLS]
     # a Normalize module, a length, the newer layout (sentence-transformers 6: "pooling_mode", long type names)
-    modules.append({"idx": 2, "name": "2", "path": "2_Normalize", "type": "sentence_transformers.base.modules.normalize.Normalize"})
+    normalize = "sentence_transformers.base.modules.normalize.Normalize"
+    modules.append({"idx": 2, "name": "2", "path": "2_Normalize", "type": normalize})
     modules[1]["type"] = "sentence_transformers.sentence_transformer.modules.pooling.Pooling"
     (st / "modules.json").write_text(json.dumps(modules))
     (st / "1_Pooling" / "config.json").write_text(json.dumps({"embedding_dimension": 128, "pooling_mode": "max"}))
