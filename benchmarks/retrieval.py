@@ -187,6 +187,7 @@ def main() -> int:
     ap.add_argument("--negatives", type=int, default=3, help="BM25 hard negatives per training question (cross-encoder)")
     ap.add_argument("--rerank-epochs", type=int, default=None, help="cross-encoder epochs (default: --epochs)")
     ap.add_argument("--no-st", action="store_true", help="skip sentence-transformers' own training (the reference)")
+    ap.add_argument("--finetune-args", default="", help="more flags for the bi-encoder's `clozeformer finetune`, quoted")
     ap.add_argument("--no-rerank", action="store_true")
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--seed", type=int, default=0)
@@ -241,7 +242,7 @@ def main() -> int:
         bi = work / f"bi-{model.name}"
         seconds = clozeformer(
             "finetune", "--task", "sentence-embedding", "--data", f"train={train_tsv}", "--model", model, "--out", bi,
-            "--overwrite", "--epochs", args.epochs, *lr, *common, log=work / f"bi-{model.name}.log",
+            "--overwrite", "--epochs", args.epochs, *lr, *common, *args.finetune_args.split(), log=work / f"bi-{model.name}.log",
         )  # fmt: skip
         trained = dense_rankings(bi, passages, queries, max(10, args.candidates), args.max_seq_len)
         report(name, "trained", [r[:10] for r in trained], f"train {seconds:.0f} s")

@@ -47,7 +47,7 @@ from typing import Any, Literal
 
 from clozeformer.cliutil import config_dict, flag_help, print_config, save_config
 from clozeformer.errors import ClozeformerError
-from clozeformer.io import atomic_write_json, atomic_write_text
+from clozeformer.io import atomic_write_json, atomic_write_text, check_dir_path
 from clozeformer.procs import run_in_processes, slug
 from clozeformer.train.metrics import read_metrics
 
@@ -150,6 +150,7 @@ class ExperimentConfig:
     def __post_init__(self) -> None:
         if self.name not in EXPERIMENTS:
             raise ClozeformerError(f"unknown experiment {self.name!r}; choose one of {', '.join(EXPERIMENTS)}")
+        check_dir_path(self.out)
         if not self.tasks_data or not Path(self.tasks_data).is_dir():
             raise ClozeformerError(f"--tasks-data {self.tasks_data!r}: not a directory of GLUE-style tasks")
         want = 1 if self.name == "pretrain-vs-scratch" else 2

@@ -38,13 +38,31 @@ def _fsync_dir(path: Path) -> None:
             os.close(fd)
 
 
+def _blocking_file(path: Path) -> Path | None:
+    """The nearest existing ancestor of `path` when it is a file (so `path` cannot be created), else None."""
+    parent = path.absolute().parent
+    while not parent.exists():
+        parent = parent.parent
+    return None if parent.is_dir() else parent
+
+
+def check_output_file(path: str | os.PathLike, flag: str = "--output") -> Path:
+    """An output file's path, checked before any work: not an existing directory, not under a file."""
+    out = Path(path)
+    if out.is_dir():
+        raise ClozeformerError(f"{flag} {out}: is a directory; give a file name (e.g. {out / 'out.txt'})")
+    if (blocker := _blocking_file(out)) is not None:
+        raise ClozeformerError(f"{flag} {out}: cannot be created, {blocker} is a file, not a directory")
+    return out
+
+
 @contextlib.contextmanager
 def atomic_path(target: str | os.PathLike) -> Iterator[Path]:
     """Yield a temporary path beside `target`; on success rename it onto `target`.
 
     On any exception the temporary file is removed and `target` is untouched.
     """
-    target = Path(target)
+    target = check_output_file(target, "output file")
     target.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
     os.close(fd)
@@ -92,11 +110,19 @@ def written_by_clozeformer(directory: str | os.PathLike) -> bool:
         return False
 
 
-def check_output_dir(path: str | os.PathLike, overwrite: bool, flag: str = "--out") -> Path:
-    """The output directory of a verb, checked before any work is done (see the rule above)."""
+def check_dir_path(path: str | os.PathLike, flag: str = "--out") -> Path:
+    """A directory that a verb writes into: an existing directory, or one that can be created (not under a file)."""
     out = Path(path)
     if out.exists() and not out.is_dir():
         raise ClozeformerError(f"{flag} {out}: exists and is not a directory")
+    if (blocker := _blocking_file(out)) is not None:
+        raise ClozeformerError(f"{flag} {out}: cannot be created, {blocker} is a file, not a directory")
+    return out
+
+
+def check_output_dir(path: str | os.PathLike, overwrite: bool, flag: str = "--out") -> Path:
+    """The output directory of a verb, checked before any work is done (see the rule above)."""
+    out = check_dir_path(path, flag)
     try:
         nonempty = out.is_dir() and any(out.iterdir())
     except OSError as e:
@@ -151,7 +177,7 @@ def atomic_dir(target: str | os.PathLike, owner: str | None = None) -> Iterator[
     under its name. Hidden leftovers of an earlier call that was killed are removed first.
     With `owner` (the verb), the new directory carries OWNER_FILE.
     """
-    target = Path(target)
+    target = check_dir_path(target, "output directory")
     target.parent.mkdir(parents=True, exist_ok=True)
     for stale in [*target.parent.glob(f".{glob_escape(target.name)}.*.tmp"), target.parent / f".{target.name}.old"]:
         if stale.is_dir():

@@ -68,3 +68,38 @@ def test_an_internal_bug_is_reported_as_one(monkeypatch, capsys):
     err = capsys.readouterr().err
     assert "RuntimeError: simulated bug" in err and "internal error in `clozeformer info`" in err
     assert "please report it" in err.splitlines()[-1]
+
+
+def test_output_paths_that_cannot_be_written_are_one_error_line(tmp_path, capsys, infer_tok):
+    """The two shapes of an unwritable output, for every verb's file and directory flags: a file flag
+    given an existing directory, and any output under a path whose parent is a file. Each is one
+    `error:` line naming the flag, exit status 2, before any work (docs/BAD_INPUT.md)."""
+    from synthetic import save_tiny
+
+    model = save_tiny(BertForSequenceClassification, infer_tok, tmp_path / "m", id2label={0: "a", 1: "b"})
+    blocker = tmp_path / "a-file"
+    blocker.write_text("x")
+    under = str(blocker / "sub")
+    corpus = tmp_path / "c.txt"
+    corpus.write_text("some text here\n")
+    cases = {
+        "classify --output DIR": ["classify", "--model", model, "hi", "--output", tmp_path],
+        "embed --output under a file": ["embed", "--model", model, "hi", "--output", under],
+        "embed --build-index under a file": ["embed", "--model", model, "hi", "--build-index", under],
+        "export --onnx DIR": ["export", "--model", model, "--onnx", tmp_path],
+        "export --onnx under a file": ["export", "--model", model, "--onnx", under],
+        "finetune --out": ["finetune", "--task", "sst2", "--data", tmp_path, "--model", model, "--out", under],
+        "evaluate --out": ["evaluate", "--model", model, "--data", tmp_path, "--out", under],
+        "predict --out": ["predict", "--model", model, "--data", tmp_path, "--out", under],
+        "pretrain --out": ["pretrain", "--data", tmp_path, "--out", under],
+        "prepare --out": ["prepare", "--input", corpus, "--tokenizer", model, "--out", under],
+        "tokenizer train --out": ["tokenizer", "train", "--input", corpus, "--out", under],
+        "plot --out": ["plot", tmp_path, "--out", under],
+        "quickstart --out": ["quickstart", "--out", under],
+        "demo --out": ["demo", "--out", under],
+    }
+    for name, argv in cases.items():
+        assert main([str(a) for a in argv]) == 2, name
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and err[0].startswith("error:"), (name, err)
+        assert "is a directory" in err[0] or f"{blocker} is a file" in err[0], (name, err)

@@ -328,6 +328,23 @@ def test_evaluate_predict_and_search_read_the_output(tmp_path, vocab, capsys):
     assert cli_main(["search", "--index", str(tmp_path / "idx"), "--top-k", "1", "--json", "who is carol", "who is heidi"]) == 0
     hits = [json.loads(line)["hits"][0]["text"] for line in capsys.readouterr().out.strip().splitlines()]
     assert hits == ["the rome of a", "the delhi of a"]
+    # serve: the OpenAI, TEI and HF routes give the directory's vectors
+    pytest.importorskip("fastapi")
+    from fastapi.testclient import TestClient
+
+    from clozeformer.infer.pipelines import pipeline
+    from clozeformer.infer.server import ServeConfig, build_pipelines, create_app
+
+    want = pipeline("embed", out).embed(["who is carol"])[0]
+    cfg = ServeConfig(model=str(out), tasks=["embed"], threads=1)
+    with TestClient(create_app(build_pipelines(cfg), cfg)) as client:
+        got = [
+            client.post("/v1/embeddings", json={"input": ["who is carol"], "model": "m"}).json()["data"][0]["embedding"],
+            client.post("/tei/embed", json={"inputs": "who is carol"}).json()[0],
+            client.post("/hf/feature-extraction", json={"inputs": "who is carol"}).json(),
+        ]
+    for vector in got:
+        np.testing.assert_allclose(np.asarray(vector, dtype=np.float32).reshape(-1), want, atol=1e-6)
 
 
 def test_training_mistakes_are_one_error_line(tmp_path, vocab, capsys):

@@ -22,7 +22,7 @@ from typing import Any, Literal
 
 from clozeformer.cliutil import print_config, save_config
 from clozeformer.errors import ClozeformerError
-from clozeformer.io import json_object
+from clozeformer.io import check_output_file, json_object
 
 
 @dataclass
@@ -77,6 +77,8 @@ class PipelineConfig(RunnerOptions):
         super().__post_init__()
         if self.inputs and self.input:
             raise ClozeformerError("give inputs as arguments or with --input FILE, not both")
+        if self.output:
+            check_output_file(self.output, "--output")
 
 
 @dataclass

@@ -211,6 +211,9 @@ class ExportConfig:
             raise ClozeformerError("--model DIR is required")
         if self.onnx is None:
             self.onnx = str(Path(self.model) / ("model.onnx" if self.quantize == "none" else f"model.{self.quantize}.onnx"))
+        from clozeformer.io import check_output_file
+
+        check_output_file(self.onnx, "--onnx")
 
 
 CONFIG, SHOW_CONFIG = ExportConfig, True

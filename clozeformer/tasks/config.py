@@ -17,6 +17,7 @@ from typing import Literal
 from clozeformer.cliutil import SEED_RANGE, flag_help
 from clozeformer.config import Pooling
 from clozeformer.errors import ClozeformerError
+from clozeformer.io import check_dir_path
 from clozeformer.tracking import REPORT_TO_HELP, resolve_report_to
 
 #: models up to this hidden size (tiny: 128, mini: 256) fine-tune at SMALL_MODEL_LR when --lr is unset
@@ -220,10 +221,14 @@ class EvaluateConfig(TaskDataConfig):
         metadata=flag_help("which split to score: dev (MNLI: matched + mismatched), test (when it has labels), or train"),
     )
 
+    def validate(self) -> None:
+        super().validate()
+        if self.out:
+            check_dir_path(self.out)
+
 
 @dataclass
-class PredictConfig(TaskDataConfig):
-    model: str | None = field(default=None, metadata=flag_help("a fine-tuned model directory"))
+class PredictConfig(EvaluateConfig):
     out: str | None = field(default=None, metadata=flag_help("where to write the predictions (default: MODEL/predictions)"))
     split: str = field(default="test", metadata=flag_help("which split to predict: test (default), dev or train"))
 

@@ -296,12 +296,12 @@ def finetune(cfg: FinetuneConfig) -> dict:
             model_dir(cfg.model)  # a local directory or a Hub model id, fetched now rather than after reading data
         except ClozeformerError as e:
             raise ClozeformerError(f"{e} (or a preset: {', '.join(PRESETS)})") from None
-    files = resolve_files(spec, cfg.data, ("train", *spec.eval_splits), optional=spec.eval_splits)
     if not cfg.out:
         raise ClozeformerError("--out is required: the directory for the fine-tuned model")
     # checked now, created only once the data and the model have loaded: a run that fails on a
     # data error leaves nothing behind to --overwrite
     out = check_output_dir(cfg.out, cfg.overwrite)
+    files = resolve_files(spec, cfg.data, ("train", *spec.eval_splits), optional=spec.eval_splits)
     if cfg.threads:
         torch.set_num_threads(cfg.threads)
     seed_everything(cfg.seed)

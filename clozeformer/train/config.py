@@ -13,6 +13,7 @@ from typing import Literal
 from clozeformer.cliutil import SEED_RANGE, flag_help
 from clozeformer.config import POSITION_TYPES, PRESETS
 from clozeformer.errors import ClozeformerError
+from clozeformer.io import check_dir_path
 from clozeformer.tracking import REPORT_TO_HELP, resolve_report_to
 
 
@@ -184,6 +185,7 @@ class PretrainConfig:
             raise bad("--data DATA_DIR is required")
         if not self.out:
             raise bad("--out RUN_DIR is required")
+        check_dir_path(self.out)
         if self.model not in PRESETS:
             raise bad(f"unknown --model {self.model!r}; choose one of {', '.join(PRESETS)}")
         if self.model_config and self.init_from:

@@ -24,7 +24,7 @@ from pathlib import Path
 import numpy as np
 
 from clozeformer.errors import ClozeformerError
-from clozeformer.io import atomic_path
+from clozeformer.io import atomic_path, check_dir_path
 from clozeformer.train.metrics import METRICS_FILE, read_metrics
 
 #: --compare's x axes: (train-record key, scale, label)
@@ -49,6 +49,8 @@ class PlotConfig:
     def __post_init__(self) -> None:
         if not self.run_dir:
             raise ClozeformerError("plot: give the RUN_DIR to plot")
+        if self.out:
+            check_dir_path(self.out)
         if self.smooth < 1:
             raise ClozeformerError(f"--smooth must be >= 1, got {self.smooth}")
         if self.x not in X_AXES:
