@@ -16,8 +16,9 @@ the passage it was asked on is the one relevant document. Rows, per model:
 | trained    | `clozeformer finetune --task sentence-embedding` on the training (question, passage) |
 |            | pairs: in-batch negatives                                                       |
 | + rerank   | the trained bi-encoder's top `--candidates` re-scored by a cross-encoder:        |
-|            | `finetune --task pair-classification` on (question, passage, 1) rows and         |
-|            | `--negatives` BM25 hard negatives per question (0)                               |
+|            | `finetune --task pair-classification --pooling mean` on (question, passage, 1)   |
+|            | rows and `--negatives` BM25 hard negatives per question (0), `--rerank-epochs` 3 |
+|            | at `--rerank-lr` 1e-4 (one epoch at 3e-5 on [CLS] stayed at the class prior)     |
 | st-trained | sentence-transformers' SentenceTransformerTrainer with MultipleNegativesRankingLoss, |
 |            | the same pairs and hyperparameters: the reference                                |
 
@@ -184,8 +185,9 @@ def main() -> int:
     ap.add_argument("--lr", type=float, default=None, help="unset: finetune's default for the model's size")
     ap.add_argument("--max-seq-len", type=int, default=256)
     ap.add_argument("--candidates", type=int, default=20, help="bi-encoder hits the cross-encoder re-scores")
-    ap.add_argument("--negatives", type=int, default=3, help="BM25 hard negatives per training question (cross-encoder)")
-    ap.add_argument("--rerank-epochs", type=int, default=None, help="cross-encoder epochs (default: --epochs)")
+    ap.add_argument("--negatives", type=int, default=1, help="BM25 hard negatives per training question (cross-encoder)")
+    ap.add_argument("--rerank-epochs", type=int, default=3, help="cross-encoder epochs")
+    ap.add_argument("--rerank-lr", type=float, default=1e-4, help="cross-encoder learning rate")
     ap.add_argument("--no-st", action="store_true", help="skip sentence-transformers' own training (the reference)")
     ap.add_argument("--finetune-args", default="", help="more flags for the bi-encoder's `clozeformer finetune`, quoted")
     ap.add_argument("--no-rerank", action="store_true")
@@ -252,7 +254,8 @@ def main() -> int:
             seconds = clozeformer(
                 "finetune", "--task", "pair-classification", "--data", f"train={ce_tsv}", "--model", model, "--out", ce,
                 "--overwrite", "--text-column", "question", "--text-pair-column", "passage", "--label-column", "label",
-                "--epochs", args.rerank_epochs or args.epochs, *lr, *common, log=work / f"cross-{model.name}.log",
+                "--epochs", args.rerank_epochs, "--lr", args.rerank_lr, "--pooling", "mean", *common,
+                log=work / f"cross-{model.name}.log",
             )  # fmt: skip
             from clozeformer.infer.pipelines import pipeline
 

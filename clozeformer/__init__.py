@@ -24,6 +24,7 @@ _LAZY = {
     "BertForQuestionAnswering": "clozeformer.model",
     "BertForMultipleChoice": "clozeformer.model",
     "pipeline": "clozeformer.infer.pipelines",
+    "Tokenizer": "clozeformer.tokenizer",
 }
 
 __all__ = ["__version__", *_LAZY]

@@ -103,3 +103,14 @@ def test_output_paths_that_cannot_be_written_are_one_error_line(tmp_path, capsys
         err = capsys.readouterr().err.strip().splitlines()
         assert len(err) == 1 and err[0].startswith("error:"), (name, err)
         assert "is a directory" in err[0] or f"{blocker} is a file" in err[0], (name, err)
+
+
+def test_importing_the_package_loads_nothing_heavy_and_exports_the_public_names():
+    code = (
+        "import sys, clozeformer; heavy = [m for m in ('torch', 'tokenizers', 'numpy') if m in sys.modules]; "
+        "assert not heavy, heavy; "
+        "from clozeformer import Tokenizer, pipeline, BertConfig, BertForMaskedLM, ClozeformerError; "
+        "assert Tokenizer.__module__ == 'clozeformer.tokenizer' and callable(pipeline); print('ok')"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert done.returncode == 0 and done.stdout.strip() == "ok", done.stderr

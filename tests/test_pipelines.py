@@ -159,6 +159,10 @@ def test_fill_mask_errors(dirs):
         pipeline("fill-mask", dirs["cls"])
     with pytest.raises(ClozeformerError, match="unknown task"):
         pipeline("translate", dirs["mlm"])
+    # transformers' task names are aliases of ours
+    for theirs, ours, d in [("text-classification", "classify", "cls"), ("feature-extraction", "embed", "base"),
+                            ("question-answering", "qa", "qa"), ("token-classification", "ner", "ner")]:  # fmt: skip
+        assert pipeline(theirs, dirs[d]).task == ours
     with pytest.raises(ClozeformerError, match="no such model directory"):
         pipeline("fill-mask", dirs["mlm"].parent / "missing")
 
@@ -594,3 +598,12 @@ def test_precision_and_device_choices(dirs):
         with pytest.raises(ClozeformerError, match="CUDA is not available"):
             pipeline("embed", dirs["base"], device="cuda")
     assert pipeline("embed", dirs["base"], dtype="fp32").describe()["dtype"] == "float32"
+
+
+def test_prediction_verbs_print_their_config_only_with_verbose(dirs, tmp_path, capsys):
+    code, out, err = run_cli(["classify", "--model", str(dirs["cls"]), "good movie"], capsys)
+    assert code == 0 and "model" not in err and out.count("\n") == 1
+    code, out, err = run_cli(["classify", "--model", str(dirs["cls"]), "good movie", "--verbose"], capsys)
+    assert code == 0 and "batch_size" in err and out.count("\n") == 1  # the config on stderr, results alone on stdout
+    code, _, _ = run_cli(["classify", "--model", str(dirs["cls"]), "good movie", "--output", str(tmp_path / "o.txt")], capsys)
+    assert code == 0 and (tmp_path / "o.txt.config.json").is_file()  # saved either way

@@ -4,8 +4,8 @@ Inputs come from the command line (one per argument) or from `--input FILE` (`-`
 plain text, one input per line (blank lines skipped), or JSONL, one object per line with the
 task's fields (`text`; `text_pair` for classify; `question` + `context` for qa). Results go to
 stdout, or atomically to `--output FILE`, as readable text or JSONL (`--json`; each line echoes
-the input's fields next to the result). The resolved config is printed to stderr (stdout
-carries only results, so it can be piped) and saved beside `--output` as `FILE.config.json`.
+the input's fields next to the result). With `--verbose` the resolved config is printed to stderr
+(stdout carries only results, so it can be piped); it is saved beside `--output` as `FILE.config.json`.
 A bad input is reported as `FILE:LINE: reason` (or `argument N: reason`).
 """
 
@@ -72,6 +72,7 @@ class PipelineConfig(RunnerOptions):
     output: str | None = field(default=None, metadata={"help": "write results to FILE (atomically) instead of stdout"})
     json: bool = field(default=False, metadata={"help": "JSONL output, one object per input"})
     progress: bool = field(default=True, metadata={"help": "progress bar when reading a file"})
+    verbose: bool = field(default=False, metadata={"help": "print the resolved config (to stderr) before the results"})
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -91,8 +92,10 @@ class Record:
 
 
 def show_config(cfg: Any) -> None:
-    with contextlib.redirect_stdout(sys.stderr):
-        print_config(cfg)
+    """The resolved config on stderr, with --verbose (it is saved beside --output either way)."""
+    if getattr(cfg, "verbose", True):
+        with contextlib.redirect_stdout(sys.stderr):
+            print_config(cfg)
 
 
 def read_numbered_lines(path: str) -> list[tuple[int, str]]:

@@ -44,6 +44,15 @@ PIPELINES: dict[str, str] = {
     "qa": "clozeformer.infer.qa:QuestionAnsweringPipeline",
     "ner": "clozeformer.infer.ner:NerPipeline",
 }
+#: transformers' pipeline task names (and sentence-transformers' "sentence-similarity") -> ours
+TASK_ALIASES: dict[str, str] = {
+    "text-classification": "classify",
+    "sentiment-analysis": "classify",
+    "feature-extraction": "embed",
+    "sentence-similarity": "embed",
+    "question-answering": "qa",
+    "token-classification": "ner",
+}
 Overlong = Literal["truncate", "reject"]
 
 
@@ -219,7 +228,9 @@ def pipeline(
     threads: int | None = None,
     **task_options: Any,
 ) -> Pipeline:
-    """A ready pipeline for `task` ("fill-mask", "classify", "embed", "qa", "ner").
+    """A ready pipeline for `task`: "fill-mask", "classify", "embed", "qa", "ner", or transformers'
+    name for one of them ("text-classification", "feature-extraction", "question-answering",
+    "token-classification"; `TASK_ALIASES`).
 
     `model` is an HF-format directory (config.json with "architectures", model.safetensors,
     vocab.txt), or an already loaded model / Runner together with `tokenizer`. `backend="onnx"`
@@ -228,8 +239,9 @@ def pipeline(
     """
     from clozeformer.tokenizer import Tokenizer, check_vocab_fits
 
+    task = TASK_ALIASES.get(task, task)
     if task not in PIPELINES:
-        raise ClozeformerError(f"unknown task {task!r}; choose one of {', '.join(PIPELINES)}")
+        raise ClozeformerError(f"unknown task {task!r}; choose one of {', '.join(PIPELINES)} (or {', '.join(TASK_ALIASES)})")
     module, name = PIPELINES[task].split(":")
     cls: type[Pipeline] = getattr(importlib.import_module(module), name)
     if threads is not None:

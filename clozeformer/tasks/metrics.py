@@ -24,6 +24,7 @@ warning, so a metrics JSON stays valid JSON and a log stays readable.
 
 from __future__ import annotations
 
+import math
 import re
 import string
 import warnings
@@ -339,8 +340,8 @@ def retrieval_metrics(ranked: Sequence[Sequence], relevant: Sequence[set], ks: S
     recall = dict.fromkeys(ks, 0.0)
     for docs, rel in zip(ranked, relevant):
         hits = [d in rel for d in docs]
-        dcg = sum(1.0 / np.log2(r + 2) for r, hit in enumerate(hits[:10]) if hit)
-        ideal = sum(1.0 / np.log2(r + 2) for r in range(min(len(rel), 10)))
+        dcg = sum(1.0 / math.log2(r + 2) for r, hit in enumerate(hits[:10]) if hit)
+        ideal = sum(1.0 / math.log2(r + 2) for r in range(min(len(rel), 10)))
         ndcg += dcg / ideal
         mrr += next((1.0 / (r + 1) for r, hit in enumerate(hits[:10]) if hit), 0.0)
         for k in ks:
