@@ -83,8 +83,8 @@ def main() -> None:
     from transformers import BertTokenizerFast, DataCollatorForLanguageModeling
 
     from clozeformer.data.masking import ClozeCollator, MaskingConfig, TokenTable, mask_tokens, sample_keys
-    from clozeformer.padding import pad_right
-    from clozeformer.tokenizer import Tokenizer
+    from clozeformer.data.padding import pad_right
+    from clozeformer.modeling.tokenizer import Tokenizer
 
     torch.set_num_threads(1)
     vocab = SHARED / "vocab" / "bert-base-uncased"

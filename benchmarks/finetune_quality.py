@@ -78,8 +78,8 @@ def split_articles(src: Path, out: Path, seed: int) -> list[str]:
 def architecture(size: str, like: str | None, vocab_dir: Path):
     """The BertConfig to initialise at random: the pretrained model's own (so only the weights
     differ), else preset `size` over the vocab."""
-    from clozeformer.config import BertConfig
-    from clozeformer.tokenizer import Tokenizer
+    from clozeformer.modeling.config import BertConfig
+    from clozeformer.modeling.tokenizer import Tokenizer
 
     if like:
         return BertConfig.from_pretrained(like)
@@ -90,8 +90,8 @@ def random_dir(size: str, like: str | None, vocab_dir: Path, out: Path, seed: in
     """A randomly initialised clozeformer BertForPreTraining, saved with the vocab."""
     import torch
 
-    from clozeformer.model import BertForPreTraining
-    from clozeformer.tokenizer import Tokenizer
+    from clozeformer.modeling.bert import BertForPreTraining
+    from clozeformer.modeling.tokenizer import Tokenizer
 
     torch.manual_seed(seed)
     BertForPreTraining(architecture(size, like, vocab_dir)).save_pretrained(out)
@@ -104,7 +104,7 @@ def transformers_dir(size: str, like: str | None, vocab_dir: Path, out: Path, se
     import torch
     import transformers
 
-    from clozeformer.tokenizer import Tokenizer
+    from clozeformer.modeling.tokenizer import Tokenizer
 
     tok = Tokenizer.from_pretrained(vocab_dir)
     ours = architecture(size, like, vocab_dir)
@@ -127,8 +127,8 @@ def transformers_dir(size: str, like: str | None, vocab_dir: Path, out: Path, se
 
 
 def run_one(task: str, data: list[str], model: str, tokenizer: str | None, out: Path, args) -> dict:
-    from clozeformer.tasks.config import FinetuneConfig
     from clozeformer.tasks.finetune import finetune
+    from clozeformer.tasks.task_config import FinetuneConfig
 
     qa = task in ("xquad", "cmrc2018")
     cfg = FinetuneConfig(

@@ -8,7 +8,7 @@ Self-contained, so that it runs on a lent machine that has only this repository:
 `--seq-len` tokens, then runs `clozeformer.train.loop.pretrain` itself (bf16 autocast, fused AdamW,
 sparse MLM head, `--compile` unless `--no-compile`) for `--steps` steps per (model, positions).
 Throughput is the median tokens/s over the steps after the first `--skip` (compilation and
-warm-up); model FLOP/s use `clozeformer.model.mlm_flops_per_token` at 15% masking, MFU against
+warm-up); model FLOP/s use `clozeformer.modeling.bert.mlm_flops_per_token` at 15% masking, MFU against
 `--peak-tflops` (H100/H200 SXM dense bf16: 989). Prints a Markdown table and writes it to
 OUT/gpu_pretrain.md. On a machine without CUDA it says so and exits 2.
 """
@@ -41,14 +41,14 @@ def main() -> int:
         print("error: no CUDA device: this benchmark measures the GPU recipe (run it where a GPU is)", file=sys.stderr)
         return 2
 
-    from clozeformer.config import BertConfig
+    from clozeformer.commands.quickstart import asset
+    from clozeformer.commands.tokenizer import TokenizerTrainConfig, train_tokenizer
     from clozeformer.data.prepare import PrepareConfig, prepare
-    from clozeformer.data.tokenizer_cli import TokenizerTrainConfig, train_tokenizer
-    from clozeformer.model import mlm_flops_per_token
-    from clozeformer.quickstart import asset
-    from clozeformer.train.config import PretrainConfig
+    from clozeformer.modeling.bert import mlm_flops_per_token
+    from clozeformer.modeling.config import BertConfig
     from clozeformer.train.loop import pretrain
-    from clozeformer.train.metrics import read_metrics
+    from clozeformer.train.metrics_file import read_metrics
+    from clozeformer.train.pretrain_config import PretrainConfig
 
     args.out.mkdir(parents=True, exist_ok=True)
     corpus = [str(asset("corpus", n)) for n in ("en_wikipedia.txt.gz", "en_books.txt.gz", "zh_xiyouji.txt.gz")]

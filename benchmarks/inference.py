@@ -79,9 +79,9 @@ def mask_one_word(sentences: list[str], seed: int) -> list[str]:
 def build_models(root: Path, size: str, vocab_dir: Path) -> tuple[Path, Path]:
     import torch
 
-    from clozeformer.config import BertConfig
-    from clozeformer.model import BertForMaskedLM, BertForSequenceClassification
-    from clozeformer.tokenizer import Tokenizer
+    from clozeformer.modeling.bert import BertForMaskedLM, BertForSequenceClassification
+    from clozeformer.modeling.config import BertConfig
+    from clozeformer.modeling.tokenizer import Tokenizer
 
     tok = Tokenizer.from_pretrained(vocab_dir)
     torch.manual_seed(0)
@@ -263,7 +263,7 @@ def embeddings_suite(args) -> int:
 
     from clozeformer.infer.onnx_export import export_onnx
     from clozeformer.infer.pipelines import pipeline
-    from clozeformer.precision import cpu_flags
+    from clozeformer.train.precision import cpu_flags
 
     torch.set_num_threads(args.threads)
     stsb = args.data / "tasks" / "glue" / "STS-B" / "dev.tsv"
@@ -328,7 +328,7 @@ def classifier_rows(args, work: Path) -> None:
     """SST-2 dev accuracy of a fine-tuned classifier in clozeformer's fp32, bf16 and int8 paths."""
     from clozeformer.infer.onnx_export import export_onnx
     from clozeformer.infer.pipelines import pipeline
-    from clozeformer.precision import cpu_flags
+    from clozeformer.train.precision import cpu_flags
 
     sst2 = args.data / "tasks" / "glue" / "SST-2" / "dev.tsv"
     rows = [line.split("\t") for line in sst2.read_text(encoding="utf-8").splitlines()[1:] if line.strip()]

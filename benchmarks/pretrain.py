@@ -13,7 +13,7 @@ gradient clipping at 1.0 and the same warmup + linear-decay schedule.
   attention), `torch.optim.AdamW(foreach=True)`, a plain loop.
 
 Throughput: tokens/s over `--steps` steps after `--warmup` untimed ones; model FLOP/s use
-`clozeformer.model.mlm_flops_per_token` at the measured masked fraction for BOTH sides (the work
+`clozeformer.modeling.bert.mlm_flops_per_token` at the measured masked fraction for BOTH sides (the work
 the objective needs; HF's dense head does more), MFU against benchmarks/matmul_ceiling.py's
 fp32 ceiling measured at the start. Wall-clock mode: each side trains `mini` for the same
 minutes (the lr horizon follows the clock, see Budget), then both are scored by one evaluator on
@@ -34,15 +34,15 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from matmul_ceiling import measure as measure_ceiling  # noqa: E402
 
-from clozeformer.config import BertConfig  # noqa: E402
-from clozeformer.core import Schedule  # noqa: E402
 from clozeformer.data.loader import MaskingConfig, PretrainLoader  # noqa: E402
 from clozeformer.data.manifest import Manifest  # noqa: E402
-from clozeformer.model import BertForMaskedLM, mlm_flops_per_token  # noqa: E402
-from clozeformer.train.config import PretrainConfig  # noqa: E402
+from clozeformer.modeling.bert import BertForMaskedLM, mlm_flops_per_token  # noqa: E402
+from clozeformer.modeling.config import BertConfig  # noqa: E402
+from clozeformer.train.core import Schedule  # noqa: E402
 from clozeformer.train.loop import pretrain  # noqa: E402
-from clozeformer.train.metrics import read_metrics  # noqa: E402
+from clozeformer.train.metrics_file import read_metrics  # noqa: E402
 from clozeformer.train.optim import Budget  # noqa: E402
+from clozeformer.train.pretrain_config import PretrainConfig  # noqa: E402
 
 
 def model_config(preset: str, manifest: Manifest) -> BertConfig:

@@ -22,8 +22,8 @@ from pathlib import Path
 
 CHILD = """
 import json, sys
-from clozeformer.procs import bounded_heap
-from clozeformer.train.config import PretrainConfig
+from clozeformer.utils.procs import bounded_heap
+from clozeformer.train.pretrain_config import PretrainConfig
 from clozeformer.train.loop import pretrain
 args = json.loads(sys.argv[1])
 if args.pop("bounded"):

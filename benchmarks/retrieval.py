@@ -200,7 +200,7 @@ def main() -> int:
     import torch
 
     torch.set_num_threads(args.threads)
-    from clozeformer.tasks.config import default_finetune_lr
+    from clozeformer.tasks.task_config import default_finetune_lr
 
     args.lr_for = lambda hidden: args.lr or default_finetune_lr(hidden)
     source = args.data / "tasks" / SETS[args.lang]
@@ -235,7 +235,7 @@ def main() -> int:
     common = ["--batch-size", args.batch_size, "--max-seq-len", args.max_seq_len, "--seed", args.seed, "--threads", args.threads]
     for name in args.models:
         model = resolve_model(name, work)
-        from clozeformer.config import BertConfig
+        from clozeformer.modeling.config import BertConfig
 
         hidden = BertConfig.from_pretrained(model).hidden_size
         lr = ["--lr", args.lr_for(hidden)]

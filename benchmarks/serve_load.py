@@ -36,9 +36,9 @@ HOST = "127.0.0.1"  # loopback only
 def build_model(directory: Path, size: str) -> None:
     import torch
 
-    from clozeformer.config import BertConfig
-    from clozeformer.model import BertForSequenceClassification
-    from clozeformer.tokenizer import Tokenizer
+    from clozeformer.modeling.bert import BertForSequenceClassification
+    from clozeformer.modeling.config import BertConfig
+    from clozeformer.modeling.tokenizer import Tokenizer
 
     vocab = DATA / "vocab" / "bert-base-uncased"
     tok = Tokenizer.from_pretrained(vocab if vocab.is_dir() else ROOT / "tests" / "fixtures" / "infer_vocab.txt")

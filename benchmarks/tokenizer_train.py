@@ -40,8 +40,8 @@ def main() -> None:
     ap.add_argument("--vocab-size", type=int, default=30522)
     ap.add_argument("--out", type=Path, default=None, help="keep the trained tokenizer here")
     args = ap.parse_args()
-    from clozeformer.data.tokenizer_cli import TokenizerTrainConfig, train_tokenizer
-    from clozeformer.tokenizer import Tokenizer
+    from clozeformer.commands.tokenizer import TokenizerTrainConfig, train_tokenizer
+    from clozeformer.modeling.tokenizer import Tokenizer
 
     text = SHARED / "text"
     if not text.is_dir():

@@ -54,8 +54,8 @@ def main() -> None:
 
     import transformers
 
-    from clozeformer.config import BertConfig
-    from clozeformer.model import BertForPreTraining
+    from clozeformer.modeling.bert import BertForPreTraining
+    from clozeformer.modeling.config import BertConfig
 
     torch.set_num_threads(args.threads)
     print(

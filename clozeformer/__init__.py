@@ -13,18 +13,18 @@ __version__ = "0.1.0"
 
 # public name -> module that defines it (PEP 562 lazy attributes)
 _LAZY = {
-    "BertConfig": "clozeformer.config",
-    "ClozeformerError": "clozeformer.errors",
-    "BertModel": "clozeformer.model",
-    "BertForPreTraining": "clozeformer.model",
-    "BertForMaskedLM": "clozeformer.model",
-    "BertLMHeadModel": "clozeformer.model",
-    "BertForSequenceClassification": "clozeformer.model",
-    "BertForTokenClassification": "clozeformer.model",
-    "BertForQuestionAnswering": "clozeformer.model",
-    "BertForMultipleChoice": "clozeformer.model",
+    "BertConfig": "clozeformer.modeling.config",
+    "ClozeformerError": "clozeformer.utils.errors",
+    "BertModel": "clozeformer.modeling.bert",
+    "BertForPreTraining": "clozeformer.modeling.bert",
+    "BertForMaskedLM": "clozeformer.modeling.bert",
+    "BertLMHeadModel": "clozeformer.modeling.bert",
+    "BertForSequenceClassification": "clozeformer.modeling.bert",
+    "BertForTokenClassification": "clozeformer.modeling.bert",
+    "BertForQuestionAnswering": "clozeformer.modeling.bert",
+    "BertForMultipleChoice": "clozeformer.modeling.bert",
     "pipeline": "clozeformer.infer.pipelines",
-    "Tokenizer": "clozeformer.tokenizer",
+    "Tokenizer": "clozeformer.modeling.tokenizer",
 }
 
 __all__ = ["__version__", *_LAZY]

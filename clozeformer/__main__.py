@@ -1,5 +1,5 @@
 import sys
 
-from clozeformer.cli import main
+from clozeformer.commands.cli import main
 
 sys.exit(main())

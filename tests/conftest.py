@@ -49,7 +49,7 @@ def one_thread():
 @pytest.fixture(scope="module")
 def infer_tok():
     """The 220-token vocabulary the inference tests build their tiny models on."""
-    from clozeformer.tokenizer import Tokenizer
+    from clozeformer.modeling.tokenizer import Tokenizer
 
     words = (Path(__file__).parent / "fixtures" / "infer_vocab.txt").read_text(encoding="utf-8").split("\n")[:-1]
     tok = Tokenizer(words, do_lower_case=True)

@@ -33,7 +33,7 @@ def cli_args(*words: object, **flags: object) -> list[str]:
 def save_tiny(cls, tok, directory: Path, **config) -> Path:
     """A randomly initialised `tiny` preset `cls` on `tok`'s vocabulary, saved with `tok` as an
     HF-format model directory."""
-    from clozeformer.config import BertConfig
+    from clozeformer.modeling.config import BertConfig
 
     return save_model(cls(BertConfig.preset("tiny", vocab_size=tok.vocab_size, **config)), tok, directory)
 
@@ -56,7 +56,7 @@ def write_corpus(path: Path, n_docs: int, seed: int = 0) -> None:
 
 def train_tokenizer(inputs: list[Path] | Path, out: Path, vocab_size: int = 120) -> Path:
     """A WordPiece vocab (no [unused] slots) trained on `inputs` through the real CLI."""
-    from clozeformer.cli import main as cli_main
+    from clozeformer.commands.cli import main as cli_main
 
     paths = [str(p) for p in (inputs if isinstance(inputs, list) else [inputs])]
     argv = ["tokenizer", "train", "--input", *paths, "--vocab-size", str(vocab_size), "--num-unused", "0"]
@@ -66,7 +66,7 @@ def train_tokenizer(inputs: list[Path] | Path, out: Path, vocab_size: int = 120)
 
 def prepare_data(corpus: Path, tokenizer: Path, out: Path, mode: str = "packed", seq_len: int = 32) -> Path:
     """Shards of `corpus` (5% validation) through the real `prepare` CLI."""
-    from clozeformer.cli import main as cli_main
+    from clozeformer.commands.cli import main as cli_main
 
     argv = ["prepare", "--input", str(corpus), "--tokenizer", str(tokenizer), "--out", str(out), "--seq-len", str(seq_len)]
     assert cli_main([*argv, "--mode", mode, "--val-fraction", "0.05", "--no-progress"]) == 0

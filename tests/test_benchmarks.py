@@ -158,8 +158,8 @@ def tiny_st(tmp_path_factory, infer_tok) -> Path:
     """A random tiny encoder as a sentence-transformers directory (mean pooling, unit length)."""
     from synthetic import save_tiny
 
-    from clozeformer.model import BertModel
-    from clozeformer.sbert import write_modules
+    from clozeformer.modeling.bert import BertModel
+    from clozeformer.modeling.sbert import write_modules
 
     directory = save_tiny(BertModel, infer_tok, tmp_path_factory.mktemp("st") / "tiny-st")
     write_modules(directory, pooling="mean", normalize=True, max_seq_length=64, dim=128)

@@ -22,11 +22,11 @@ import torch
 from safetensors.torch import load_file
 from synthetic import make_data_dir
 
-from clozeformer.errors import ClozeformerError
 from clozeformer.train import checkpoint as ckpt_io
-from clozeformer.train.config import PretrainConfig
 from clozeformer.train.loop import pretrain
-from clozeformer.train.metrics import read_metrics
+from clozeformer.train.metrics_file import read_metrics
+from clozeformer.train.pretrain_config import PretrainConfig
+from clozeformer.utils.errors import ClozeformerError
 
 pytestmark = pytest.mark.e2e  # subprocesses, kills, servers: the full suite, not the fast one
 
@@ -212,7 +212,7 @@ def test_failed_final_write_is_an_error_naming_the_good_checkpoint(data_dir, tmp
         pretrain(small_cfg(data_dir, out, max_steps=5))
     good = ckpt_io.latest_checkpoint(out)
     assert good.name == "step-000003"
-    from clozeformer.model import BertForMaskedLM
+    from clozeformer.modeling.bert import BertForMaskedLM
 
     BertForMaskedLM.from_pretrained(good)  # complete and loadable
 
@@ -273,7 +273,7 @@ def test_damaged_newest_checkpoint_falls_back_to_the_previous_one(data_dir, refe
     the uninterrupted one. With every checkpoint damaged: one error line, exit 2."""
     import shutil
 
-    from clozeformer.cli import main as cli_main
+    from clozeformer.commands.cli import main as cli_main
 
     out = tmp_path / "run"
     shutil.copytree(reference, out)  # a finished run: checkpoints 3, 6, ..., 18

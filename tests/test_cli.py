@@ -9,9 +9,9 @@ import sys
 import pytest
 
 from clozeformer import __version__
-from clozeformer.cli import COMMANDS, main
-from clozeformer.config import BertConfig
-from clozeformer.model import BertForSequenceClassification
+from clozeformer.commands.cli import COMMANDS, main
+from clozeformer.modeling.bert import BertForSequenceClassification
+from clozeformer.modeling.config import BertConfig
 
 
 def test_help_lists_every_verb(capsys):
@@ -58,7 +58,7 @@ def test_info_reports_a_model_and_errors_cleanly(tmp_path, capsys):
 
 
 def test_an_internal_bug_is_reported_as_one(monkeypatch, capsys):
-    import clozeformer.info as info
+    import clozeformer.commands.info as info
 
     def boom(args):
         raise RuntimeError("simulated bug")
@@ -110,7 +110,7 @@ def test_importing_the_package_loads_nothing_heavy_and_exports_the_public_names(
         "import sys, clozeformer; heavy = [m for m in ('torch', 'tokenizers', 'numpy') if m in sys.modules]; "
         "assert not heavy, heavy; "
         "from clozeformer import Tokenizer, pipeline, BertConfig, BertForMaskedLM, ClozeformerError; "
-        "assert Tokenizer.__module__ == 'clozeformer.tokenizer' and callable(pipeline); print('ok')"
+        "assert Tokenizer.__module__ == 'clozeformer.modeling.tokenizer' and callable(pipeline); print('ok')"
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert done.returncode == 0 and done.stdout.strip() == "ok", done.stderr

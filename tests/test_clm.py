@@ -12,13 +12,13 @@ import pytest
 import torch
 from synthetic import make_data_dir
 
-from clozeformer.config import BertConfig
 from clozeformer.data.loader import PretrainLoader
 from clozeformer.data.masking import IGNORE_INDEX, next_token_labels
-from clozeformer.model import BertForSequenceClassification, BertLMHeadModel
-from clozeformer.train.config import PretrainConfig
+from clozeformer.modeling.bert import BertForSequenceClassification, BertLMHeadModel
+from clozeformer.modeling.config import BertConfig
 from clozeformer.train.loop import pretrain
-from clozeformer.train.metrics import read_metrics
+from clozeformer.train.metrics_file import read_metrics
+from clozeformer.train.pretrain_config import PretrainConfig
 
 CFG = dict(
     vocab_size=60, hidden_size=32, num_hidden_layers=2, num_attention_heads=2, intermediate_size=64, max_position_embeddings=64
@@ -116,7 +116,7 @@ def test_pretrain_clm_learns_resumes_exactly_and_finetunes_left_to_right(data, t
 
 
 def test_is_decoder_is_typed_in_config_json():
-    from clozeformer.errors import ClozeformerError
+    from clozeformer.utils.errors import ClozeformerError
 
     with pytest.raises(ClozeformerError, match="is_decoder must be true or false"):
         BertConfig(**CFG, is_decoder="yes")

@@ -3,8 +3,8 @@ import json
 import pytest
 
 from clozeformer import BertConfig
-from clozeformer.config import PRESETS
-from clozeformer.errors import ClozeformerError
+from clozeformer.modeling.config import PRESETS
+from clozeformer.utils.errors import ClozeformerError
 
 
 @pytest.mark.parametrize("name", list(PRESETS))
@@ -90,7 +90,7 @@ def test_config_json_with_wrong_types_names_the_field(tmp_path, field, value, ex
 
 
 def test_flags_and_config_file_values_are_type_checked(tmp_path, capsys):
-    from clozeformer.cli import main as cli_main
+    from clozeformer.commands.cli import main as cli_main
 
     base = ["pretrain", "--data", str(tmp_path), "--out", str(tmp_path / "r"), "--max-steps", "1"]
     for flag, value in (("--lr", "nan"), ("--lr", "inf"), ("--max-time", "-inf"), ("--seed", "1e20")):
@@ -115,7 +115,7 @@ def test_flags_and_config_file_values_are_type_checked(tmp_path, capsys):
 def test_seed_bounds_for_flags_and_config_files(tmp_path, capsys):
     """Every seed is checked at the boundary (NumPy takes 32 bits): -1 or 1e20 is one error line,
     from a flag or from a --config file, before any work."""
-    from clozeformer.cli import main as cli_main
+    from clozeformer.commands.cli import main as cli_main
 
     cfg_file = tmp_path / "run.json"
     cfg_file.write_text(json.dumps({"seed": -1}))

@@ -16,9 +16,9 @@ import torch
 from safetensors.torch import load_file
 from synthetic import make_data_dir
 
-from clozeformer.cli import main as cli_main
+from clozeformer.commands.cli import main as cli_main
 from clozeformer.train import checkpoint as ckpt_io
-from clozeformer.train.metrics import read_metrics
+from clozeformer.train.metrics_file import read_metrics
 
 pytestmark = pytest.mark.e2e  # subprocesses, kills, servers: the full suite, not the fast one
 
@@ -193,7 +193,7 @@ def test_electra_under_torchrun_saves_encoder_and_generator(data_dir, tmp_path, 
     """Replaced-token detection samples per rank, so no bit-equality with 1 process: it trains,
     evaluates and saves a checkpoint whose encoder and generator (gathered under FSDP, embeddings
     shared at full width) load back."""
-    from clozeformer.model import ElectraForPreTraining
+    from clozeformer.modeling.electra import ElectraForPreTraining
 
     out = tmp_path / mode
     extra = ["--objective", "electra", "--generator-fraction", fraction, "--generator-layers", "1"]

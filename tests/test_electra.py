@@ -13,18 +13,13 @@ import torch
 import torch.nn.functional as F
 from synthetic import make_data_dir
 
-from clozeformer.cli import main as cli_main
-from clozeformer.config import BertConfig
-from clozeformer.model import (
-    BertForMaskedLM,
-    BertForSequenceClassification,
-    ElectraForPreTraining,
-    electra_generator_config,
-    sample_tokens,
-)
-from clozeformer.train.config import PretrainConfig
+from clozeformer.commands.cli import main as cli_main
+from clozeformer.modeling.bert import BertForMaskedLM, BertForSequenceClassification
+from clozeformer.modeling.config import BertConfig
+from clozeformer.modeling.electra import ElectraForPreTraining, electra_generator_config, sample_tokens
 from clozeformer.train.loop import pretrain
-from clozeformer.train.metrics import read_metrics
+from clozeformer.train.metrics_file import read_metrics
+from clozeformer.train.pretrain_config import PretrainConfig
 
 CFG = dict(
     vocab_size=60, hidden_size=32, num_hidden_layers=2, num_attention_heads=2, intermediate_size=64, max_position_embeddings=64

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from synthetic import cli_args, prepare_data, train_tokenizer, write_corpus
 
-from clozeformer.cli import main as cli_main
+from clozeformer.commands.cli import main as cli_main
 
 pytestmark = pytest.mark.e2e  # subprocesses, kills, servers: the full suite, not the fast one
 

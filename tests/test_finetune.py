@@ -17,8 +17,8 @@ import pytest
 import torch
 from synthetic import cli_args
 
-from clozeformer.cli import main as cli_main
-from clozeformer.io import OWNER_FILE
+from clozeformer.commands.cli import main as cli_main
+from clozeformer.utils.io import OWNER_FILE
 
 FILLER = "the a of and to in is was it on for with as at by this that from or".split()
 TAGS_WORDS = {"paris": "LOC", "london": "LOC", "alice": "PER", "bob": "PER"}
@@ -34,7 +34,7 @@ TINY = ["--model", "tiny", "--seed", "0", "--batch-size", "16", "--lr", "2e-3", 
 @pytest.fixture(autouse=True)
 def _tiny_preset(monkeypatch):
     """Shrink the `tiny` preset for speed: (layers, hidden, heads) = (2, 32, 2)."""
-    from clozeformer import config
+    from clozeformer.modeling import config
 
     monkeypatch.setitem(config.PRESETS, "tiny", (2, 32, 2))
 
@@ -93,14 +93,14 @@ def hf_logits_match(out: Path, auto_cls: str, ours_cls, inputs: dict) -> None:
 def hf_tokenizer_matches(out: Path, text: str) -> None:
     import transformers
 
-    from clozeformer.tokenizer import Tokenizer
+    from clozeformer.modeling.tokenizer import Tokenizer
 
     theirs = transformers.AutoTokenizer.from_pretrained(out)
     assert theirs(text)["input_ids"] == Tokenizer.from_pretrained(out).encode(text).input_ids
 
 
 def test_sequence_classification_end_to_end(tmp_path):
-    from clozeformer.model import BertForSequenceClassification
+    from clozeformer.modeling.bert import BertForSequenceClassification
 
     rng = random.Random(0)
     vocab = write_vocab(tmp_path)
@@ -142,7 +142,7 @@ def test_sequence_classification_end_to_end(tmp_path):
 
 def test_glue_regression_stsb_format(tmp_path):
     """STS-B layout (10 columns, float score): score = 5 * fraction of 'up' words."""
-    from clozeformer.model import BertForSequenceClassification
+    from clozeformer.modeling.bert import BertForSequenceClassification
 
     rng = random.Random(1)
     vocab = write_vocab(tmp_path)
@@ -177,7 +177,7 @@ def test_glue_regression_stsb_format(tmp_path):
 
 
 def test_token_classification_end_to_end(tmp_path):
-    from clozeformer.model import BertForTokenClassification
+    from clozeformer.modeling.bert import BertForTokenClassification
 
     rng = random.Random(2)
     vocab = write_vocab(tmp_path)
@@ -249,7 +249,7 @@ def _qa_article(rng: random.Random, n: int, impossible_every: int = 0) -> list[d
 @pytest.mark.parametrize("version", ["v1.1", "v2.0"])
 def test_question_answering_end_to_end(tmp_path, version):
     """Contexts longer than the window (max_seq_len 24): exercises windows + n-best + offsets."""
-    from clozeformer.model import BertForQuestionAnswering
+    from clozeformer.modeling.bert import BertForQuestionAnswering
 
     rng = random.Random(3)
     vocab = write_vocab(tmp_path)
@@ -281,7 +281,7 @@ def test_question_answering_end_to_end(tmp_path, version):
     assert abs(sum(e["probability"] for e in nbest["q1"]) - 1) < 1e-6
     assert (tmp_path / "p" / "null_odds_dev.json").is_file() == (version == "v2.0")
     # serving decodes as evaluation scored: `qa` with no options takes the model's own window and
-    # decoding settings (config.json qa_*) and the one decoder (clozeformer.spans)
+    # decoding settings (config.json qa_*) and the one decoder (clozeformer.data.spans)
     from clozeformer.infer.pipelines import pipeline
 
     dev = json.loads((data / f"dev-{version}.json").read_text())["data"][0]["paragraphs"]
@@ -301,7 +301,7 @@ def test_question_answering_end_to_end(tmp_path, version):
 
 
 def test_multiple_choice_swag_end_to_end(tmp_path):
-    from clozeformer.model import BertForMultipleChoice
+    from clozeformer.modeling.bert import BertForMultipleChoice
 
     rng = random.Random(4)
     vocab = write_vocab(tmp_path)
@@ -400,7 +400,7 @@ def test_max_time_and_caps(tmp_path):
 def test_unset_lr_is_the_default_for_the_model_size(tmp_path, capsys):
     """Without --lr, small models (hidden <= 256) fine-tune at 5e-4, larger ones at BERT's 3e-5; the
     rate used is printed and saved in finetune_config.json."""
-    from clozeformer.tasks.config import default_finetune_lr
+    from clozeformer.tasks.task_config import default_finetune_lr
 
     assert [default_finetune_lr(h) for h in (128, 256, 512, 768)] == [5e-4, 5e-4, 3e-5, 3e-5]
     vocab = write_vocab(tmp_path)
@@ -444,9 +444,9 @@ def test_custom_qa_with_unanswerable_rows_uses_squad_v2(tmp_path):
 def test_rotary_model_with_mean_pooling_and_dropout(tmp_path):
     """Fine-tune a rotary (RoFormer) directory with --pooling mean --dropout 0.2: both are saved in the
     config, the keyword rule is learned, and the directory classifies through the pipeline."""
-    from clozeformer.config import BertConfig
     from clozeformer.infer.pipelines import pipeline
-    from clozeformer.model import BertForMaskedLM
+    from clozeformer.modeling.bert import BertForMaskedLM
+    from clozeformer.modeling.config import BertConfig
 
     rng = random.Random(1)
     vocab = write_vocab(tmp_path)

@@ -12,12 +12,12 @@ hypothesis = pytest.importorskip("hypothesis")
 from hypothesis import HealthCheck, given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
-from clozeformer.cli import main as cli_main  # noqa: E402
-from clozeformer.config import BertConfig  # noqa: E402
-from clozeformer.errors import ClozeformerError  # noqa: E402
+from clozeformer.commands.cli import main as cli_main  # noqa: E402
+from clozeformer.modeling.config import BertConfig  # noqa: E402
 from clozeformer.tasks.common import Problems  # noqa: E402
-from clozeformer.tasks.config import TaskDataConfig  # noqa: E402
 from clozeformer.tasks.spec import get_task  # noqa: E402
+from clozeformer.tasks.task_config import TaskDataConfig  # noqa: E402
+from clozeformer.utils.errors import ClozeformerError  # noqa: E402
 
 SETTINGS = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 

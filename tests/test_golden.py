@@ -14,10 +14,10 @@ from pathlib import Path
 import pytest
 from synthetic import write_corpus
 
-from clozeformer.cli import main as cli_main
-from clozeformer.train.config import PretrainConfig
+from clozeformer.commands.cli import main as cli_main
 from clozeformer.train.loop import pretrain
-from clozeformer.train.metrics import read_metrics
+from clozeformer.train.metrics_file import read_metrics
+from clozeformer.train.pretrain_config import PretrainConfig
 
 FIXTURES = Path(__file__).parent / "fixtures"
 GOLDEN = FIXTURES / "golden_losses.json"

@@ -9,10 +9,10 @@ import pytest
 import torch
 from safetensors.torch import load_file, save_file
 
-import clozeformer.model as M
-from clozeformer.config import BertConfig
-from clozeformer.errors import ClozeformerError
-from clozeformer.hf import HEAD_KEY_MAP, LAYER_KEY_MAP, from_hf_key, hf_state_dict, to_hf_key
+import clozeformer.modeling.bert as M
+from clozeformer.modeling.config import BertConfig
+from clozeformer.modeling.hf_format import HEAD_KEY_MAP, LAYER_KEY_MAP, from_hf_key, hf_state_dict, to_hf_key
+from clozeformer.utils.errors import ClozeformerError
 
 
 def saved_pretraining(tmp_path, **kw):

@@ -11,8 +11,8 @@ import torch
 
 transformers = pytest.importorskip("transformers")
 
-import clozeformer.model as M  # noqa: E402
-from clozeformer.config import BertConfig  # noqa: E402
+import clozeformer.modeling.bert as M  # noqa: E402
+from clozeformer.modeling.config import BertConfig  # noqa: E402
 
 ATOL = 1e-5
 

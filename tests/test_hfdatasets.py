@@ -15,14 +15,14 @@ import pytest
 
 datasets = pytest.importorskip("datasets")
 
-from clozeformer.cli import main as cli_main  # noqa: E402
+from clozeformer.commands.cli import main as cli_main  # noqa: E402
 from clozeformer.data.manifest import Manifest  # noqa: E402
 from clozeformer.data.readers import CorpusReader  # noqa: E402
-from clozeformer.errors import ClozeformerError  # noqa: E402
 from clozeformer.tasks.common import Problems  # noqa: E402
-from clozeformer.tasks.config import TaskDataConfig  # noqa: E402
 from clozeformer.tasks.conll import CONLL2003_TAGS  # noqa: E402
 from clozeformer.tasks.spec import get_task, read_examples, resolve_files  # noqa: E402
+from clozeformer.tasks.task_config import TaskDataConfig  # noqa: E402
+from clozeformer.utils.errors import ClozeformerError  # noqa: E402
 
 ROWS = [("the cat likes the red ball .", 1), ("the dog hears a green tree .", 0)] * 12
 

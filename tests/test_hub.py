@@ -17,11 +17,11 @@ import torch
 from synthetic import prepare_data, write_corpus
 
 from clozeformer import hub
-from clozeformer.cli import main as cli_main
-from clozeformer.config import BertConfig
-from clozeformer.errors import ClozeformerError
-from clozeformer.model import BertForMaskedLM
-from clozeformer.tokenizer import Tokenizer
+from clozeformer.commands.cli import main as cli_main
+from clozeformer.modeling.bert import BertForMaskedLM
+from clozeformer.modeling.config import BertConfig
+from clozeformer.modeling.tokenizer import Tokenizer
+from clozeformer.utils.errors import ClozeformerError
 
 pytest.importorskip("huggingface_hub")
 

@@ -7,7 +7,7 @@ import stat
 
 import pytest
 
-from clozeformer.io import atomic_dir, atomic_path, atomic_write_text
+from clozeformer.utils.io import atomic_dir, atomic_path, atomic_write_text
 
 
 def test_atomic_file_replaces_whole_or_not_at_all(tmp_path):

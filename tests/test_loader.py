@@ -13,7 +13,7 @@ import torch
 
 from clozeformer.data.loader import MaskingConfig, PretrainDataset, PretrainLoader, read_manifest
 from clozeformer.data.prepare import PrepareConfig, prepare
-from clozeformer.errors import ClozeformerError
+from clozeformer.utils.errors import ClozeformerError
 
 _SYL = [c + v for c in "bdfgklmnprst" for v in "aeiou"]
 WORDS = sorted({a + b for a in _SYL for b in _SYL})[::12]

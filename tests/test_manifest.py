@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from clozeformer.data.manifest import HINT, Manifest, Shard, SpecialIds, Split
-from clozeformer.errors import ClozeformerError
+from clozeformer.utils.errors import ClozeformerError
 
 # Written by `prepare` before the Manifest class existed (commit b16cf88): nsp, static masking,
 # dupe factor 2, 4 train shards and 1 val shard.
@@ -23,7 +23,7 @@ def raw() -> dict:
 
 
 def dumped(m: Manifest) -> str:
-    return json.dumps(m.to_json(), indent=2, ensure_ascii=False) + "\n"  # as clozeformer.io.atomic_write_json
+    return json.dumps(m.to_json(), indent=2, ensure_ascii=False) + "\n"  # as clozeformer.utils.io.atomic_write_json
 
 
 def test_a_format_1_manifest_reads_and_writes_back_byte_for_byte(raw, tmp_path):

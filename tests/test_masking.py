@@ -15,8 +15,8 @@ from clozeformer.data.masking import (
     sample_keys,
     uniform,
 )
-from clozeformer.errors import ClozeformerError
-from clozeformer.padding import pad_right
+from clozeformer.data.padding import pad_right
+from clozeformer.utils.errors import ClozeformerError
 
 # A toy vocab: specials, [unused], whole words, "##" pieces and CJK characters.
 TOKENS = (

@@ -13,12 +13,10 @@ from synthetic import save_tiny
 pytest.importorskip("onnx")
 ort = pytest.importorskip("onnxruntime")
 
-from clozeformer.cli import main as cli_main  # noqa: E402
-from clozeformer.config import BertConfig  # noqa: E402
-from clozeformer.errors import ClozeformerError  # noqa: E402
+from clozeformer.commands.cli import main as cli_main  # noqa: E402
 from clozeformer.infer.onnx_export import ExportWrapper, export_onnx  # noqa: E402
 from clozeformer.infer.pipelines import pipeline  # noqa: E402
-from clozeformer.model import (  # noqa: E402
+from clozeformer.modeling.bert import (  # noqa: E402
     BertForMaskedLM,
     BertForPreTraining,
     BertForQuestionAnswering,
@@ -26,6 +24,8 @@ from clozeformer.model import (  # noqa: E402
     BertForTokenClassification,
     BertModel,
 )
+from clozeformer.modeling.config import BertConfig  # noqa: E402
+from clozeformer.utils.errors import ClozeformerError  # noqa: E402
 
 FIXTURES = Path(__file__).parent / "fixtures"
 CLASSES = {

@@ -7,12 +7,12 @@ import math
 import pytest
 import torch
 
-from clozeformer.config import BertConfig
-from clozeformer.core import Schedule, param_groups
-from clozeformer.errors import ClozeformerError
-from clozeformer.model import BertForMaskedLM
-from clozeformer.train.config import PretrainConfig
+from clozeformer.modeling.bert import BertForMaskedLM
+from clozeformer.modeling.config import BertConfig
+from clozeformer.train.core import Schedule, param_groups
 from clozeformer.train.optim import TIME_ESTIMATE_MIN_STEPS, Budget, Lamb, build_optimizer, micro_batches_at, optimizer_kernel
+from clozeformer.train.pretrain_config import PretrainConfig
+from clozeformer.utils.errors import ClozeformerError
 
 
 def tiny_model(seed: int = 0) -> BertForMaskedLM:
@@ -167,8 +167,8 @@ def test_batch_ramp_micro_batches_and_token_horizon():
 def test_finetune_and_pretrain_share_one_warmup_convention():
     """Fine-tuning's schedule is the core's: the first update already has lr > 0, and the
     factors equal the pretraining Schedule over the same warmup and horizon."""
-    from clozeformer.tasks.config import FinetuneConfig
     from clozeformer.tasks.finetune import make_optimizer
+    from clozeformer.tasks.task_config import FinetuneConfig
 
     model = tiny_model()
     opt, sched = make_optimizer(model, FinetuneConfig(task="sst2", lr=1e-3, warmup_ratio=0.1), total_steps=50)

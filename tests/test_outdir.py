@@ -14,11 +14,11 @@ import pytest
 import torch
 from synthetic import train_tokenizer, write_corpus
 
-from clozeformer.cli import main as cli_main
-from clozeformer.config import BertConfig
-from clozeformer.errors import ClozeformerError
-from clozeformer.io import OWNER_FILE, atomic_dir, check_complete, check_output_dir, mark_owned
-from clozeformer.model import BertModel
+from clozeformer.commands.cli import main as cli_main
+from clozeformer.modeling.bert import BertModel
+from clozeformer.modeling.config import BertConfig
+from clozeformer.utils.errors import ClozeformerError
+from clozeformer.utils.io import OWNER_FILE, atomic_dir, check_complete, check_output_dir, mark_owned
 
 
 def user_dir(root: Path) -> Path:
@@ -143,7 +143,7 @@ def test_verbs_refuse_user_directories_and_replace_their_own(corpus, tmp_path, c
 
 
 def test_embed_build_index_refuses_a_model_directory(corpus, tmp_path, capsys, infer_tok):
-    from clozeformer.model import BertModel
+    from clozeformer.modeling.bert import BertModel
 
     model_dir = tmp_path / "model"
     torch.manual_seed(0)

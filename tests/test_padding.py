@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import torch
 
-from clozeformer.padding import batch_indices, pad_right
+from clozeformer.data.padding import batch_indices, pad_right
 from clozeformer.tasks.features import collate
 
 

@@ -20,13 +20,12 @@ import torch
 from synthetic import save_model, save_tiny
 
 import clozeformer
-from clozeformer.cli import main as cli_main
-from clozeformer.config import BertConfig
-from clozeformer.errors import ClozeformerError
+from clozeformer.commands.cli import main as cli_main
+from clozeformer.data.spans import max_context_pieces
 from clozeformer.infer.index import EmbeddingIndex
 from clozeformer.infer.ner import group_entities
 from clozeformer.infer.pipelines import InputError, pipeline
-from clozeformer.model import (
+from clozeformer.modeling.bert import (
     BertForMaskedLM,
     BertForPreTraining,
     BertForQuestionAnswering,
@@ -34,7 +33,8 @@ from clozeformer.model import (
     BertForTokenClassification,
     BertModel,
 )
-from clozeformer.spans import max_context_pieces
+from clozeformer.modeling.config import BertConfig
+from clozeformer.utils.errors import ClozeformerError
 
 FIXTURES = Path(__file__).parent / "fixtures"
 NER_LABELS = {0: "O", 1: "B-PER", 2: "I-PER", 3: "B-LOC", 4: "I-LOC"}
@@ -347,7 +347,7 @@ def test_qa_sliding_windows_and_question_limits(dirs):
         strict({"question": long_q, "context": context})
     with pytest.raises(InputError, match="input 0: missing field 'context'"):
         pipe([{"question": "x"}])
-    # the one stride rule (clozeformer.spans.effective_stride, as fine-tuning): too wide a stride is
+    # the one stride rule (clozeformer.data.spans.effective_stride, as fine-tuning): too wide a stride is
     # lowered to half the context room of a window, 32 - 10 - 3 = 19 tokens; no room is an error
     assert pipeline("qa", dirs["qa"], max_length=32, doc_stride=30, max_question_length=10).doc_stride == 9
     with pytest.raises(ClozeformerError, match="leaves no room for a context"):
@@ -460,7 +460,8 @@ def run_cli(argv: list[str], capsys) -> tuple[int, str, str]:
 
 def test_cli_fill_mask_and_classify(dirs, tmp_path, capsys):
     code, out, err = run_cli(
-        ["fill-mask", "--model", str(dirs["mlm"]), "--json", "--top-k", "2", "The cat sat on the [MASK].", ZH], capsys
+        ["fill-mask", "--model", str(dirs["mlm"]), "--json", "--top-k", "2", "The cat sat on the [MASK].", ZH, "--verbose"],
+        capsys,
     )
     assert code == 0 and "FillMaskConfig" in err
     rows = [json.loads(line) for line in out.splitlines()]
@@ -583,7 +584,7 @@ def test_cli_user_errors(dirs, tmp_path, capsys):
 
 
 def test_precision_and_device_choices(dirs):
-    from clozeformer.infer.runners import native_bf16, resolve_device, resolve_dtype
+    from clozeformer.infer.backends import native_bf16, resolve_device, resolve_dtype
 
     cpu = torch.device("cpu")
     assert resolve_dtype("auto", cpu) == torch.float32  # never bf16 on a CPU unless asked

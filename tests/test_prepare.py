@@ -12,11 +12,11 @@ import numpy as np
 import pytest
 from synthetic import cli_args
 
-from clozeformer.cli import main as cli_main
+from clozeformer.commands.cli import main as cli_main
 from clozeformer.data.manifest import Manifest, SpecialIds
 from clozeformer.data.prepare import NspBuilder, PackedBuilder, PrepareConfig, _is_val, _val_threshold, prepare
-from clozeformer.errors import ClozeformerError
-from clozeformer.tokenizer import Tokenizer
+from clozeformer.modeling.tokenizer import Tokenizer
+from clozeformer.utils.errors import ClozeformerError
 
 FIXTURES = Path(__file__).parent / "fixtures"
 
@@ -368,7 +368,7 @@ def test_a_worker_whose_parent_died_while_it_started_ends_itself():
     if not sys.platform.startswith("linux"):
         pytest.skip("parent-death signals are Linux's")
     code = (
-        "import os, signal; from clozeformer.procs import die_with_parent\n"
+        "import os, signal; from clozeformer.utils.procs import die_with_parent\n"
         "die_with_parent(signal.SIGKILL, parent=os.getppid() + 1_000_000)  # not our parent: it 'died'\n"
         "print('still alive')"
     )

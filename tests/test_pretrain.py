@@ -11,15 +11,15 @@ import pytest
 import torch
 from synthetic import prepare_data, train_tokenizer, write_corpus
 
-from clozeformer import precision
-from clozeformer.cli import main as cli_main
-from clozeformer.config import BertConfig
-from clozeformer.errors import ClozeformerError
-from clozeformer.model import BertForMaskedLM
+from clozeformer.commands.cli import main as cli_main
+from clozeformer.modeling.bert import BertForMaskedLM
+from clozeformer.modeling.config import BertConfig
 from clozeformer.train import checkpoint as ckpt_io
-from clozeformer.train.config import PretrainConfig
+from clozeformer.train import precision
 from clozeformer.train.loop import pretrain
-from clozeformer.train.metrics import read_metrics
+from clozeformer.train.metrics_file import read_metrics
+from clozeformer.train.pretrain_config import PretrainConfig
+from clozeformer.utils.errors import ClozeformerError
 
 
 @pytest.fixture(scope="module")
@@ -371,7 +371,7 @@ def test_plot_writes_pngs(data, tmp_path, capsys):
     # --compare: validation curves of several runs against wall-clock minutes
     other = tmp_path / "other"
     pretrain(cfg_for(data["packed"], other, max_steps=4, eval_every=2, position_embedding_type="absolute"))
-    from clozeformer.train.plot import validation_curve
+    from clozeformer.commands.plot import validation_curve
 
     pts = validation_curve(other)
     assert [round(p[1], 6) for p in pts] == [round(r["val_mlm_loss"], 6) for r in read_metrics(other) if r["kind"] == "eval"]
@@ -392,7 +392,7 @@ def test_mlm_objective_on_nsp_data_trains_and_evaluates(tmp_path):
     """MLM-only on NSP-prepared data (the NSP ablation's second arm) ignores the NSP labels."""
     import json as _json
 
-    from clozeformer.cli import main as cli_main
+    from clozeformer.commands.cli import main as cli_main
 
     corpus = tmp_path / "corpus.txt"
     words = "alpha beta gamma delta epsilon zeta eta theta iota kappa lambda mu".split()

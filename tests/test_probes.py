@@ -13,7 +13,7 @@ import pytest
 from safetensors import safe_open
 from synthetic import REPO, make_data_dir, run_script, save_tiny
 
-from clozeformer.model import BertModel
+from clozeformer.modeling.bert import BertModel
 
 GLUE = Path(__file__).parent / "fixtures" / "task_glue"
 

@@ -15,7 +15,7 @@ pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="gl
 # changing), and prints whether bounded_heap runs and how many MB went back to the system.
 CHILD = """
 import ctypes, sys, time
-from clozeformer.procs import bounded_heap
+from clozeformer.utils.procs import bounded_heap
 applied = bounded_heap(period_s=0.1) if sys.argv[1] == "bounded" else False
 libc = ctypes.CDLL(None)
 libc.malloc.restype = ctypes.c_void_p
@@ -67,9 +67,9 @@ def test_bounded_heap_leaves_an_allocator_the_user_chose_alone():
 def test_run_in_processes_returns_results_in_order_and_names_the_failing_runs_log(tmp_path, capsys):
     import math
 
-    from clozeformer.errors import ClozeformerError
-    from clozeformer.io import read_json_object
-    from clozeformer.procs import run_in_processes
+    from clozeformer.utils.errors import ClozeformerError
+    from clozeformer.utils.io import read_json_object
+    from clozeformer.utils.procs import run_in_processes
 
     runs = [(f"pow {i}", math.pow, (2.0, float(i))) for i in range(5)]
     assert run_in_processes(runs, 2, 1, tmp_path / "logs") == [1.0, 2.0, 4.0, 8.0, 16.0]

@@ -54,7 +54,7 @@ def test_quickstart_runs_end_to_end_and_writes_only_under_out(tmp_path):
 def test_quickstart_without_matplotlib_fails_before_any_work(tmp_path, monkeypatch, capsys):
     import importlib.util
 
-    from clozeformer.cli import main as cli_main
+    from clozeformer.commands.cli import main as cli_main
 
     real = importlib.util.find_spec
     monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "matplotlib" else real(name, *a))
@@ -64,7 +64,7 @@ def test_quickstart_without_matplotlib_fails_before_any_work(tmp_path, monkeypat
 
 
 def test_quickstart_refuses_a_directory_it_did_not_write(tmp_path, capsys):
-    from clozeformer.cli import main as cli_main
+    from clozeformer.commands.cli import main as cli_main
 
     mine = tmp_path / "mine"
     mine.mkdir()

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from clozeformer.data.readers import CorpusReader, detect_format, expand_inputs, split_sentences
-from clozeformer.errors import ClozeformerError
+from clozeformer.utils.errors import ClozeformerError
 
 FIXTURES = Path(__file__).parent / "fixtures"
 

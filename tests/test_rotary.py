@@ -14,9 +14,10 @@ transformers = pytest.importorskip("transformers")
 
 from test_hf_parity import ATOL, run_both  # noqa: E402
 
-import clozeformer.model as M  # noqa: E402
-from clozeformer.config import BertConfig  # noqa: E402
-from clozeformer.errors import ClozeformerError  # noqa: E402
+import clozeformer.modeling.bert as M  # noqa: E402
+from clozeformer.modeling.config import BertConfig  # noqa: E402
+from clozeformer.modeling.rotary import apply_rotary, rotary_tables  # noqa: E402
+from clozeformer.utils.errors import ClozeformerError  # noqa: E402
 
 CFG = dict(
     vocab_size=500, hidden_size=32, num_hidden_layers=2, num_attention_heads=4, intermediate_size=64, max_position_embeddings=64
@@ -96,10 +97,10 @@ def test_rotary_scores_depend_only_on_offset():
     torch.manual_seed(0)
     D, T = 16, 40
     q, k = torch.randn(D), torch.randn(D)
-    cos, sin = M.rotary_tables(T, D, torch.device("cpu"))
+    cos, sin = rotary_tables(T, D, torch.device("cpu"))
 
     def rot(x, pos):
-        return M.apply_rotary(x.view(1, 1, 1, D).expand(1, 1, T, D), cos, sin)[0, 0, pos]
+        return apply_rotary(x.view(1, 1, 1, D).expand(1, 1, T, D), cos, sin)[0, 0, pos]
 
     base = rot(q, 3) @ rot(k, 7)
     for shift in (1, 10, 30):

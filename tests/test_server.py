@@ -25,16 +25,16 @@ httpx = pytest.importorskip("httpx")
 pytest.importorskip("fastapi")
 pytest.importorskip("uvicorn")
 
-from clozeformer.errors import ClozeformerError  # noqa: E402
 from clozeformer.infer.pipelines import pipeline  # noqa: E402
 from clozeformer.infer.server import ServeConfig  # noqa: E402
-from clozeformer.model import (  # noqa: E402
+from clozeformer.modeling.bert import (  # noqa: E402
     BertForMaskedLM,
     BertForQuestionAnswering,
     BertForSequenceClassification,
     BertForTokenClassification,
 )
-from clozeformer.tokenizer import Tokenizer  # noqa: E402
+from clozeformer.modeling.tokenizer import Tokenizer  # noqa: E402
+from clozeformer.utils.errors import ClozeformerError  # noqa: E402
 
 pytestmark = pytest.mark.e2e  # subprocesses, kills, servers: the full suite, not the fast one
 
@@ -315,7 +315,7 @@ def test_qa_and_ner_endpoints_in_process(dirs):
 
 
 def test_cli_rejects_a_busy_port(dirs, capsys):
-    from clozeformer.cli import main as cli_main
+    from clozeformer.commands.cli import main as cli_main
 
     with socket.socket() as busy:
         busy.bind(("127.0.0.1", 0))

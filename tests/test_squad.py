@@ -5,16 +5,16 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from clozeformer.errors import ClozeformerError
 from clozeformer.tasks.common import Answer, Problems, QAExample, Source
 from clozeformer.tasks.squad_post import effective_stride, make_windows, postprocess
+from clozeformer.utils.errors import ClozeformerError
 
 WORDS = "the a of in was born city river north south bank alan turing london 1912 who where when is what".split()
 
 
 @pytest.fixture(scope="module")
 def tok(tmp_path_factory):
-    from clozeformer.tokenizer import Tokenizer
+    from clozeformer.modeling.tokenizer import Tokenizer
 
     d = tmp_path_factory.mktemp("vocab")
     chinese = list(dict.fromkeys("光荣和开发的游戏于年发售是由哪两个公司"))
@@ -169,7 +169,7 @@ def test_decode_question_ranks_windows_by_logits_not_per_window_probabilities():
     """Two windows: A's best span is alone in its window (a peaked softmax) but has lower logits
     than B's, whose window holds a close rival. Per-window probabilities (serving's old rule)
     would pick A; the one decoder ranks by start + end logit, as evaluation does, and picks B."""
-    from clozeformer.spans import decode_question
+    from clozeformer.data.spans import decode_question
 
     context = "red blue green"
     # token 0 = [CLS], 1 = the question, then context tokens with their character spans

@@ -13,17 +13,17 @@ from pathlib import Path
 
 import pytest
 
-from clozeformer.cli import main as cli_main
-from clozeformer.errors import ClozeformerError
+from clozeformer.commands.cli import main as cli_main
 from clozeformer.tasks import features
 from clozeformer.tasks.common import Problems, read_text
-from clozeformer.tasks.config import TaskDataConfig
 from clozeformer.tasks.conll import format_conll, read_conll
 from clozeformer.tasks.glue import GLUE_TASKS, format_submission
-from clozeformer.tasks.runner import check_labels, discover_labels
 from clozeformer.tasks.spec import get_task, resolve_files
 from clozeformer.tasks.squad import read_squad
 from clozeformer.tasks.swag import read_swag
+from clozeformer.tasks.task_config import TaskDataConfig
+from clozeformer.tasks.task_runner import check_labels, discover_labels
+from clozeformer.utils.errors import ClozeformerError
 
 FIX = Path(__file__).parent / "fixtures"
 GLUE = FIX / "task_glue"
@@ -281,7 +281,7 @@ def test_read_text_errors_and_gzip(tmp_path):
 
 
 def test_overlong_inputs_are_truncated_and_counted(capsys):
-    from clozeformer.tokenizer import Tokenizer
+    from clozeformer.modeling.tokenizer import Tokenizer
 
     tok = Tokenizer.from_pretrained(VOCAB)
     ex = read_split("sst2", GLUE / "SST-2", "train")

@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from clozeformer.cli import main as cli_main
-from clozeformer.errors import ClozeformerError
-from clozeformer.tokenizer import Tokenizer, check_vocab_fits, infer_lowercase
+from clozeformer.commands.cli import main as cli_main
+from clozeformer.modeling.tokenizer import Tokenizer, check_vocab_fits, infer_lowercase
+from clozeformer.utils.errors import ClozeformerError
 
 FIXTURES = Path(__file__).parent / "fixtures"
 UNCASED = FIXTURES / "tok_vocab.txt"

@@ -18,10 +18,10 @@ import pytest
 from synthetic import prepare_data, train_tokenizer, write_corpus
 from test_finetune import TINY, sentence, write_vocab
 
-from clozeformer.cli import main as cli_main
-from clozeformer.errors import ClozeformerError
-from clozeformer.tracking import STATE_FILE, Trackers, resolve_report_to
-from clozeformer.train.metrics import read_metrics
+from clozeformer.commands.cli import main as cli_main
+from clozeformer.train.metrics_file import read_metrics
+from clozeformer.train.tracking import STATE_FILE, Trackers, resolve_report_to
+from clozeformer.utils.errors import ClozeformerError
 
 
 @pytest.fixture(autouse=True)
@@ -292,7 +292,7 @@ def test_pretrain_reports_to_wandb_and_mlflow_and_resumes_into_the_same_runs(dat
 
 
 def test_finetune_reports_each_evaluation_and_the_best_scores_to_mlflow(tmp_path, monkeypatch):
-    from clozeformer import config
+    from clozeformer.modeling import config
 
     monkeypatch.setitem(config.PRESETS, "tiny", (2, 32, 2))
     monkeypatch.setenv("MLFLOW_EXPERIMENT_NAME", "finetune-tests")

@@ -27,8 +27,8 @@ import numpy as np
 
 from clozeformer.data.manifest import MANIFEST, Manifest
 from clozeformer.data.masking import IGNORE_INDEX, MaskingConfig, TokenTable, mask_tokens, next_token_labels, sample_keys
-from clozeformer.errors import ClozeformerError
-from clozeformer.padding import pad_right
+from clozeformer.data.padding import pad_right
+from clozeformer.utils.errors import ClozeformerError
 
 __all__ = ["PretrainLoader", "PretrainDataset", "MaskingConfig", "read_manifest"]
 
@@ -266,7 +266,7 @@ class PretrainLoader:
 
 
 def _read_tokens(vocab_file: Path, vocab_size: int) -> list[str]:
-    from clozeformer.tokenizer import read_vocab
+    from clozeformer.modeling.tokenizer import read_vocab
 
     tokens = read_vocab(vocab_file)
     if len(tokens) != vocab_size:

@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any, NoReturn
 
 from clozeformer.data.readers import ReaderStats
-from clozeformer.errors import ClozeformerError
+from clozeformer.utils.errors import ClozeformerError
 
 MANIFEST = "manifest.json"
 FORMAT_VERSION = 1
@@ -217,14 +217,14 @@ class Manifest:
         )
 
     def write(self, directory: str | Path) -> None:
-        from clozeformer.io import atomic_write_json
+        from clozeformer.utils.io import atomic_write_json
 
         atomic_write_json(Path(directory) / MANIFEST, self.to_json())
 
     @classmethod
     def read(cls, data_dir: str | Path) -> Manifest:
         """The manifest of a prepared DATA_DIR; ClozeformerError when it is missing or corrupt."""
-        from clozeformer.io import read_json_object
+        from clozeformer.utils.io import read_json_object
 
         path = Path(data_dir) / MANIFEST
         if not Path(data_dir).is_dir():

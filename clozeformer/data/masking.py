@@ -27,8 +27,8 @@ from typing import Literal
 
 import numpy as np
 
-from clozeformer.errors import ClozeformerError
-from clozeformer.padding import pad_right
+from clozeformer.data.padding import pad_right
+from clozeformer.utils.errors import ClozeformerError
 
 IGNORE_INDEX = -100  # label value of unmasked positions (torch cross_entropy's ignore_index)
 

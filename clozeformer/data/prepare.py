@@ -40,12 +40,12 @@ from typing import Literal
 
 import numpy as np
 
-from clozeformer.cliutil import SEED_RANGE, config_dict
 from clozeformer.data.manifest import DocumentCounts, Manifest, Shard, SpecialIds, Split, TokenizerInfo
 from clozeformer.data.masking import MaskingConfig, TokenTable, mask_tokens, sample_keys
+from clozeformer.data.padding import pad_right
 from clozeformer.data.readers import FORMATS, CorpusReader, Document, ReaderStats, check_corpus_args
-from clozeformer.errors import ClozeformerError
-from clozeformer.padding import pad_right
+from clozeformer.utils.configs import SEED_RANGE, check_ranges, config_dict
+from clozeformer.utils.errors import ClozeformerError
 
 SPLITS = ("train", "val")
 STATIC_MASK_EPOCH = 1 << 40  # keys of prepare-time masks never collide with a loader epoch's
@@ -90,6 +90,7 @@ class PrepareConfig:
 
     def __post_init__(self) -> None:
         # In this order: the first problem is the one reported.
+        check_ranges(self)
         self.input = check_corpus_args(self.input, self.out, self.format)
         _require(bool(self.tokenizer), "--tokenizer: give the tokenizer directory (with vocab.txt)")
         _require(self.mode in ("packed", "nsp"), f"--mode {self.mode!r}: expected packed or nsp")
@@ -121,7 +122,7 @@ _WORKER_BACKEND = None
 def _init_worker(tokenizer_json: str, parent: int) -> None:
     import signal
 
-    from clozeformer.procs import die_with_parent
+    from clozeformer.utils.procs import die_with_parent
 
     die_with_parent(signal.SIGKILL, parent)  # a killed `prepare` leaves no tokenizer workers behind
     # One process per core does the parallelism; tokenizers' own thread pool would oversubscribe.
@@ -453,8 +454,8 @@ def _peak_rss_mb() -> tuple[float, float]:
 
 def prepare(cfg: PrepareConfig) -> Manifest:
     """Run the pipeline; returns the manifest (also written to `cfg.out/manifest.json`)."""
-    from clozeformer.io import atomic_dir, atomic_write_json, check_output_dir
-    from clozeformer.tokenizer import Tokenizer
+    from clozeformer.modeling.tokenizer import Tokenizer
+    from clozeformer.utils.io import atomic_dir, atomic_write_json, check_output_dir
 
     t0 = time.perf_counter()
     tok = Tokenizer.from_pretrained(cfg.tokenizer)

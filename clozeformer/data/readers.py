@@ -42,7 +42,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TextIO
 
-from clozeformer.errors import ClozeformerError
+from clozeformer.utils.errors import ClozeformerError
 
 FORMATS = ("auto", "bert", "paragraph", "lines", "jsonl", "wikiextractor", "wikitext")
 SNIFF_BYTES = 1 << 16

@@ -19,10 +19,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from clozeformer.errors import ClozeformerError
-from clozeformer.infer import cli
+from clozeformer.infer import options
+from clozeformer.infer.backends import Batch, label_names
 from clozeformer.infer.pipelines import Example, InputError, Pipeline, Window, check_text
-from clozeformer.infer.runners import Batch, label_names
+from clozeformer.utils.errors import ClozeformerError
 
 
 def split_pair(index: int, item: Any) -> str | tuple[str, str]:
@@ -99,7 +99,7 @@ class ClassifyPipeline(Pipeline):
 
 
 @dataclass
-class ClassifyConfig(cli.PipelineConfig):
+class ClassifyConfig(options.PipelineConfig):
     pair: str | None = field(
         default=None, metadata={"help": "second text of a pair, for one argument input (files: a TAB or a text_pair field)"}
     )
@@ -114,11 +114,11 @@ CONFIG, POSITIONAL = ClassifyConfig, ("inputs",)
 
 
 def _from_fields(obj: dict, source: str) -> Any:
-    text = cli.require_field(obj, "text", source)
-    return (text, cli.require_field(obj, "text_pair", source)) if "text_pair" in obj else text
+    text = options.require_field(obj, "text", source)
+    return (text, options.require_field(obj, "text_pair", source)) if "text_pair" in obj else text
 
 
-def _as_text(record: cli.Record, result: dict) -> str:
+def _as_text(record: options.Record, result: dict) -> str:
     if "value" in result:
         head = f"{result['value']:.4f}"
     elif "label" in result:
@@ -127,7 +127,7 @@ def _as_text(record: cli.Record, result: dict) -> str:
         head = ",".join(result["labels"]) or "(none)"
     scores = " ".join(f"{k}={v:.3f}" for k, v in result.get("scores", {}).items())
     text = record.value if isinstance(record.value, str) else " | ".join(record.value)
-    return "\t".join([head + cli.mark_truncated(result)] + ([f"({scores})"] if scores else []) + [text])
+    return "\t".join([head + options.mark_truncated(result)] + ([f"({scores})"] if scores else []) + [text])
 
 
 def main(cfg: ClassifyConfig) -> int:
@@ -138,4 +138,4 @@ def main(cfg: ClassifyConfig) -> int:
             return tuple(line.split("\t", 1))
         return line
 
-    return cli.predict_main("classify", cfg, {}, _as_text, _from_fields, text_line)
+    return options.predict_main("classify", cfg, {}, _as_text, _from_fields, text_line)

@@ -7,7 +7,7 @@
 Works with any BERT directory: it reads the encoder's last hidden states, whatever head sits
 on top. Unless `pooling` is given, a sentence-transformers directory's own choice is used
 (`modules.json` -> its Pooling module's `config.json`: cls, mean, max or last token; see
-`clozeformer.sbert`), else [CLS]; so is its `max_seq_length`, unless `max_length` is given.
+`clozeformer.modeling.sbert`), else [CLS]; so is its `max_seq_length`, unless `max_length` is given.
 Unit-length rows make cosine similarity a dot product, which `index.py` uses for
 search (`clozeformer embed --build-index INDEX --input corpus.txt`).
 """
@@ -22,15 +22,15 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from clozeformer.cliutil import config_dict
-from clozeformer.config import POOLINGS, Pooling
-from clozeformer.errors import ClozeformerError
-from clozeformer.infer import cli
+from clozeformer.infer import options
+from clozeformer.infer.backends import Batch
 from clozeformer.infer.pipelines import Example, Pipeline, Window, check_text
-from clozeformer.infer.runners import Batch
-from clozeformer.io import check_output_dir
-from clozeformer.model import pool
-from clozeformer.sbert import read_modules
+from clozeformer.modeling.bert import pool
+from clozeformer.modeling.config import POOLINGS, Pooling
+from clozeformer.modeling.sbert import read_modules
+from clozeformer.utils.configs import config_dict
+from clozeformer.utils.errors import ClozeformerError
+from clozeformer.utils.io import check_output_dir
 
 
 class EmbedPipeline(Pipeline):
@@ -89,7 +89,7 @@ class EmbedPipeline(Pipeline):
 
 
 @dataclass
-class EmbedConfig(cli.PipelineConfig):
+class EmbedConfig(options.PipelineConfig):
     pooling: Pooling | None = field(
         default=None,
         metadata={
@@ -110,10 +110,10 @@ class EmbedConfig(cli.PipelineConfig):
 CONFIG, POSITIONAL = EmbedConfig, ("inputs",)
 
 
-def _as_text(record: cli.Record, result: dict) -> str:
+def _as_text(record: options.Record, result: dict) -> str:
     v = result["embedding"]
     head = " ".join(f"{x:+.4f}" for x in v[:4])
-    return f"[{head} ... ({len(v)} dims)]{cli.mark_truncated(result)}\t{record.value}"
+    return f"[{head} ... ({len(v)} dims)]{options.mark_truncated(result)}\t{record.value}"
 
 
 def main(cfg: EmbedConfig) -> int:
@@ -121,15 +121,15 @@ def main(cfg: EmbedConfig) -> int:
     from clozeformer.infer.pipelines import pipeline
 
     if cfg.build_index is None:
-        return cli.predict_main("embed", cfg, {"pooling": cfg.pooling, "normalize": cfg.normalize}, _as_text)
+        return options.predict_main("embed", cfg, {"pooling": cfg.pooling, "normalize": cfg.normalize}, _as_text)
     if cfg.normalize is False:
         raise ClozeformerError("--build-index needs normalised vectors (cosine search); drop --no-normalize")
     check_output_dir(cfg.build_index, cfg.overwrite, "--build-index")
-    cli.show_config(cfg)
-    records = cli.read_records(cfg)
+    options.show_config(cfg)
+    records = options.read_records(cfg)
     pipe = pipeline("embed", cfg.model, **cfg.pipeline_kwargs(), pooling=cfg.pooling, normalize=True)
     ids = [r.echo.get("id", i) for i, r in enumerate(records)]
-    index = cli.run_predictions(records, lambda texts: EmbeddingIndex.build(pipe, texts, ids=ids, progress=cfg.progress))
+    index = options.run_predictions(records, lambda texts: EmbeddingIndex.build(pipe, texts, ids=ids, progress=cfg.progress))
     index.save(cfg.build_index, config=config_dict(cfg))
     print(f"indexed {len(records)} texts ({pipe.dim} dims, {pipe.pooling} pooling) into {cfg.build_index}")
     return 0

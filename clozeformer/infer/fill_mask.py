@@ -18,10 +18,10 @@ from typing import Any
 
 import torch
 
-from clozeformer.errors import ClozeformerError
-from clozeformer.infer import cli
+from clozeformer.infer import options
+from clozeformer.infer.backends import Batch
 from clozeformer.infer.pipelines import Example, InputError, Pipeline, Window, check_text
-from clozeformer.infer.runners import Batch
+from clozeformer.utils.errors import ClozeformerError
 
 MASK = "[MASK]"
 
@@ -87,15 +87,15 @@ class FillMaskPipeline(Pipeline):
 
 
 @dataclass
-class FillMaskConfig(cli.PipelineConfig):
+class FillMaskConfig(options.PipelineConfig):
     top_k: int = field(default=5, metadata={"help": "candidates per [MASK]"})
 
 
 CONFIG, POSITIONAL = FillMaskConfig, ("inputs",)
 
 
-def _as_text(record: cli.Record, result: dict) -> str:
-    lines = [result["sequence"] + cli.mark_truncated(result)]
+def _as_text(record: options.Record, result: dict) -> str:
+    lines = [result["sequence"] + options.mark_truncated(result)]
     for k, m in enumerate(result["masks"], 1):
         cands = ", ".join(f"{c['token']} {c['score']:.3f}" for c in m["candidates"])
         lines.append(f"  [MASK] {k} (chars {m['start']}-{m['end']}): {cands}")
@@ -103,4 +103,4 @@ def _as_text(record: cli.Record, result: dict) -> str:
 
 
 def main(cfg: FillMaskConfig) -> int:
-    return cli.predict_main("fill-mask", cfg, {"top_k": cfg.top_k}, _as_text)
+    return options.predict_main("fill-mask", cfg, {"top_k": cfg.top_k}, _as_text)

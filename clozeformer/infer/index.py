@@ -29,8 +29,8 @@ from typing import Any
 import numpy as np
 
 from clozeformer import __version__
-from clozeformer.errors import ClozeformerError
-from clozeformer.infer import cli
+from clozeformer.infer import options
+from clozeformer.utils.errors import ClozeformerError
 
 FORMAT = "clozeformer-embedding-index"
 FORMAT_VERSION = 1
@@ -72,7 +72,7 @@ class EmbeddingIndex:
         return cls(matrix, texts, ids, meta)
 
     def save(self, directory: str | Path, config: dict | None = None) -> Path:
-        from clozeformer.io import atomic_dir
+        from clozeformer.utils.io import atomic_dir
 
         directory = Path(directory)
         meta = dict(self.meta, count=len(self), dim=int(self.embeddings.shape[1]))
@@ -113,7 +113,7 @@ class EmbeddingIndex:
         except ValueError as e:
             raise ClozeformerError(f"{directory / 'embeddings.npy'}: unreadable ({e})") from None
         texts, ids = [], []
-        for n, line in cli.read_numbered_lines(str(directory / "texts.jsonl")):
+        for n, line in options.read_numbered_lines(str(directory / "texts.jsonl")):
             if not line.strip():
                 continue
             try:
@@ -176,7 +176,7 @@ class EmbeddingIndex:
 
 
 @dataclass
-class SearchConfig(cli.PipelineConfig):
+class SearchConfig(options.PipelineConfig):
     index: str = field(default="", metadata={"help": "index directory (from `clozeformer embed --build-index`)"})
     top_k: int = field(default=5, metadata={"help": "hits per query"})
     rerank: str | None = field(
@@ -206,14 +206,14 @@ CONFIG, POSITIONAL = SearchConfig, ("inputs",)
 def main(cfg: SearchConfig) -> int:
     from clozeformer.infer.pipelines import pipeline
 
-    cli.show_config(cfg)
+    options.show_config(cfg)
     index = EmbeddingIndex.load(cfg.index)
-    records = cli.read_records(cfg)
+    records = options.read_records(cfg)
     pipe = pipeline("embed", cfg.model, **cfg.pipeline_kwargs(), pooling=index.meta["pooling"], normalize=True)
     reranker = None
     if cfg.rerank:
         reranker = pipeline("classify", cfg.rerank, **(cfg.pipeline_kwargs() | {"max_length": None, "onnx": None}))
-    hits = cli.run_predictions(records, lambda texts: index.query(pipe, texts, cfg.top_k, reranker, cfg.candidates))
+    hits = options.run_predictions(records, lambda texts: index.query(pipe, texts, cfg.top_k, reranker, cfg.candidates))
     lines = []
     for r, row in zip(records, hits):
         if cfg.json:
@@ -221,5 +221,5 @@ def main(cfg: SearchConfig) -> int:
         else:
             lines.append(f"query: {r.value}")
             lines += [f"  {h['rank']:>3}. {h['score']:.4f}  {h['text']}" for h in row]
-    cli.write_lines(cfg, lines)
+    options.write_lines(cfg, lines)
     return 0

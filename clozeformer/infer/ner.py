@@ -14,7 +14,7 @@ default mode reads it), O closes. A label without a B-/I- prefix behaves as I-. 
 score is the mean of its words' scores.
 
 A text longer than the model's window is cut into overlapping windows; windows, the choice of
-each word's window and its label are `clozeformer.spans` (`token_stride`,
+each word's window and its label are `clozeformer.data.spans` (`token_stride`,
 `word_predictions`), the path `evaluate` scores with. `overlong="reject"` refuses such texts.
 """
 
@@ -24,11 +24,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from clozeformer.errors import ClozeformerError
-from clozeformer.infer import cli
+from clozeformer.data.spans import token_stride, word_predictions
+from clozeformer.infer import options
+from clozeformer.infer.backends import Batch, label_names
 from clozeformer.infer.pipelines import Example, Pipeline, Window, check_text
-from clozeformer.infer.runners import Batch, label_names
-from clozeformer.spans import token_stride, word_predictions
+from clozeformer.utils.errors import ClozeformerError
 
 Aggregation = Literal["first", "average"]
 
@@ -111,7 +111,7 @@ class NerPipeline(Pipeline):
 
 
 @dataclass
-class NerConfig(cli.PipelineConfig):
+class NerConfig(options.PipelineConfig):
     aggregation: Aggregation = field(
         default="first", metadata={"help": "a word's label: its first piece's, or the argmax of its pieces' mean"}
     )
@@ -123,8 +123,8 @@ class NerConfig(cli.PipelineConfig):
 CONFIG, POSITIONAL = NerConfig, ("inputs",)
 
 
-def _as_text(record: cli.Record, result: dict) -> str:
-    lines = [f"{record.value}{cli.mark_truncated(result)}"]
+def _as_text(record: options.Record, result: dict) -> str:
+    lines = [f"{record.value}{options.mark_truncated(result)}"]
     lines += [
         f"  {e['type']}\t{e['text']}\t(chars {e['start']}-{e['end']}, score {e['score']:.3f})" for e in result["entities"]
     ] or ["  (no entities)"]
@@ -132,4 +132,4 @@ def _as_text(record: cli.Record, result: dict) -> str:
 
 
 def main(cfg: NerConfig) -> int:
-    return cli.predict_main("ner", cfg, {"aggregation": cfg.aggregation, "stride": cfg.stride}, _as_text)
+    return options.predict_main("ner", cfg, {"aggregation": cfg.aggregation, "stride": cfg.stride}, _as_text)

@@ -34,9 +34,9 @@ import torch
 from torch import nn
 
 from clozeformer import __version__
-from clozeformer.cliutil import save_config
-from clozeformer.errors import ClozeformerError
-from clozeformer.infer.runners import ONNX_INPUTS, ONNX_OUTPUTS, load_model
+from clozeformer.infer.backends import ONNX_INPUTS, ONNX_OUTPUTS, load_model
+from clozeformer.utils.configs import save_config
+from clozeformer.utils.errors import ClozeformerError
 
 MLM_ARCHITECTURES = ("BertForPreTraining", "BertForMaskedLM")
 
@@ -109,7 +109,7 @@ def export_onnx(
     import onnx
 
     from clozeformer.hub import model_dir as resolve
-    from clozeformer.io import atomic_path
+    from clozeformer.utils.io import atomic_path
 
     model_dir, out = resolve(model_dir), Path(out)
     config, arch, model = load_model(model_dir)
@@ -211,7 +211,7 @@ class ExportConfig:
             raise ClozeformerError("--model DIR is required")
         if self.onnx is None:
             self.onnx = str(Path(self.model) / ("model.onnx" if self.quantize == "none" else f"model.{self.quantize}.onnx"))
-        from clozeformer.io import check_output_file
+        from clozeformer.utils.io import check_output_file
 
         check_output_file(self.onnx, "--onnx")
 

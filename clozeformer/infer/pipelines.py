@@ -13,7 +13,7 @@ A task is three steps; `Pipeline.run` owns everything between them:
 An Example holds one or more Windows (model rows): QA cuts a long context and NER a long text
 into overlapping windows (nothing is lost; `overlong="reject"` refuses them instead); the other
 tasks use one window and truncate (or reject) what does not fit. `run` flattens the windows of all examples, cuts
-length-sorted batches padded to their own longest row (clozeformer.padding), and routes outputs back.
+length-sorted batches padded to their own longest row (clozeformer.data.padding), and routes outputs back.
 The server calls preprocess per request and `run` once per micro-batch of requests.
 """
 
@@ -31,10 +31,10 @@ from typing import Any, ClassVar, Literal
 import torch
 from tokenizers import Tokenizer as Backend
 
-from clozeformer.errors import ClozeformerError
-from clozeformer.infer.runners import Batch, OnnxRunner, Runner, TorchRunner, load_model, read_architecture, require_task
-from clozeformer.padding import batch_indices, pad_right
-from clozeformer.tokenizer import MAX_INPUT_CHARS_PER_WORD
+from clozeformer.data.padding import batch_indices, pad_right
+from clozeformer.infer.backends import Batch, OnnxRunner, Runner, TorchRunner, load_model, read_architecture, require_task
+from clozeformer.modeling.tokenizer import MAX_INPUT_CHARS_PER_WORD
+from clozeformer.utils.errors import ClozeformerError
 
 #: task -> "module:Class"; modules import on first use.
 PIPELINES: dict[str, str] = {
@@ -237,7 +237,7 @@ def pipeline(
     runs `onnx` (default DIR/model.onnx) in ONNX Runtime. `threads` sets torch's (and ONNX
     Runtime's) intra-op thread count. `task_options` go to the task (`top_k`, `pooling`, ...).
     """
-    from clozeformer.tokenizer import Tokenizer, check_vocab_fits
+    from clozeformer.modeling.tokenizer import Tokenizer, check_vocab_fits
 
     task = TASK_ALIASES.get(task, task)
     if task not in PIPELINES:

@@ -6,7 +6,7 @@
 `start`/`end` are character offsets into the context (`context[start:end] == answer`). A
 context longer than the model's window is cut into overlapping windows ([CLS] question [SEP]
 context-part [SEP]; consecutive parts share `doc_stride` tokens, as in BERT's SQuAD recipe),
-each window is scored, and the answer is decoded by `clozeformer.spans.decode_question`, the
+each window is scored, and the answer is decoded by `clozeformer.data.spans.decode_question`, the
 decoder `evaluate` scores with: n-best spans of every window ranked by start + end logit,
 `score` the answer's probability among them. A question longer than `max_question_length`
 tokens is truncated (flagged) or rejected, by `overlong`.
@@ -25,11 +25,11 @@ from typing import Any
 
 from tokenizers import Tokenizer as Backend
 
-from clozeformer.errors import ClozeformerError
-from clozeformer.infer import cli
+from clozeformer.data.spans import QA_SETTINGS, decode_question, effective_stride
+from clozeformer.infer import options
+from clozeformer.infer.backends import Batch
 from clozeformer.infer.pipelines import Example, InputError, Pipeline, Window, check_text
-from clozeformer.infer.runners import Batch
-from clozeformer.spans import QA_SETTINGS, decode_question, effective_stride
+from clozeformer.utils.errors import ClozeformerError
 
 
 def split_qa(index: int, item: Any) -> tuple[str, str]:
@@ -133,7 +133,7 @@ class QuestionAnsweringPipeline(Pipeline):
 
 
 @dataclass
-class QAConfig(cli.PipelineConfig):
+class QAConfig(options.PipelineConfig):
     question: str | None = field(default=None, metadata={"help": "the question (with --context)"})
     context: str | None = field(default=None, metadata={"help": "the text holding the answer"})
     doc_stride: int | None = field(
@@ -167,7 +167,7 @@ CONFIG, POSITIONAL = QAConfig, ("inputs",)
 
 
 def _from_fields(obj: dict, source: str) -> dict:
-    return {"question": cli.require_field(obj, "question", source), "context": cli.require_field(obj, "context", source)}
+    return {"question": options.require_field(obj, "question", source), "context": options.require_field(obj, "context", source)}
 
 
 def _text_line(line: str, source: str) -> dict:
@@ -177,15 +177,16 @@ def _text_line(line: str, source: str) -> dict:
     return {"question": q, "context": c}
 
 
-def _as_text(record: cli.Record, result: dict) -> str:
+def _as_text(record: options.Record, result: dict) -> str:
     where = f", chars {result['start']}-{result['end']}" if result["answer"] else ""
-    return f"{result['answer'] or '(no answer)'}\t(score {result['score']:.3f}{where}){cli.mark_truncated(result)}"
+    return f"{result['answer'] or '(no answer)'}\t(score {result['score']:.3f}{where}){options.mark_truncated(result)}"
 
 
 def main(cfg: QAConfig) -> int:
-    options = {name: getattr(cfg, name) for name in ("doc_stride", "max_answer_length", "max_question_length", "allow_no_answer")}
+    names = ("doc_stride", "max_answer_length", "max_question_length", "allow_no_answer")
+    settings = {name: getattr(cfg, name) for name in names}
     records = None  # read from the arguments or --input, unless given by --question/--context
     if cfg.question is not None:
         value = {"question": cfg.question, "context": cfg.context}
-        records = [cli.Record("--question/--context", value, dict(value))]
-    return cli.predict_main("qa", cfg, options, _as_text, _from_fields, _text_line, records)
+        records = [options.Record("--question/--context", value, dict(value))]
+    return options.predict_main("qa", cfg, settings, _as_text, _from_fields, _text_line, records)

@@ -53,12 +53,12 @@ from itertools import accumulate
 from typing import Any, Literal
 
 from clozeformer import __version__
-from clozeformer.config import Pooling
-from clozeformer.errors import ClozeformerError
 from clozeformer.hub import model_name
 from clozeformer.infer import compat
-from clozeformer.infer.cli import RunnerOptions
-from clozeformer.infer.runners import TASKS, tasks_for
+from clozeformer.infer.backends import TASKS, tasks_for
+from clozeformer.infer.options import RunnerOptions
+from clozeformer.modeling.config import Pooling
+from clozeformer.utils.errors import ClozeformerError
 
 log = logging.getLogger("clozeformer.serve")
 
@@ -544,8 +544,8 @@ def add_metrics(app, batchers: dict[str, MicroBatcher]) -> None:
 def build_pipelines(cfg: ServeConfig) -> dict[str, Any]:
     """{task: Pipeline} for the tasks to serve, all on the model (runner and tokenizer) the first one loads."""
     from clozeformer.hub import model_dir
+    from clozeformer.infer.backends import read_architecture, require_task
     from clozeformer.infer.pipelines import pipeline
-    from clozeformer.infer.runners import read_architecture, require_task
 
     directory = model_dir(cfg.model)
     architecture = read_architecture(directory)[1]

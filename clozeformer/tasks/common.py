@@ -24,8 +24,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from clozeformer.errors import ClozeformerError
-from clozeformer.io import json_object
+from clozeformer.utils.errors import ClozeformerError
+from clozeformer.utils.io import json_object
 
 # ----------------------------------------------------------------------------- provenance + warnings
 

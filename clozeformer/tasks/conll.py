@@ -15,8 +15,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from clozeformer.errors import ClozeformerError
 from clozeformer.tasks.common import Problems, Source, TokenExample, iter_records, read_lines
+from clozeformer.utils.errors import ClozeformerError
 
 #: CoNLL-2003's tags in the order Hugging Face's `conll2003` dataset numbers them.
 CONLL2003_TAGS = ("O", "B-PER", "I-PER", "B-ORG", "I-ORG", "B-LOC", "I-LOC", "B-MISC", "I-MISC")

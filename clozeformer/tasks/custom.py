@@ -12,8 +12,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from clozeformer.errors import ClozeformerError
 from clozeformer.tasks.common import Problems, TextExample, iter_records
+from clozeformer.utils.errors import ClozeformerError
 
 TEXT_NAMES = ("text", "sentence", "text_a", "sentence1", "question", "content", "review")
 PAIR_NAMES = ("text_b", "sentence2", "text_pair", "pair", "hypothesis")

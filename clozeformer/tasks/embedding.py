@@ -22,7 +22,7 @@ In-batch negatives: a text that appears twice in a batch (the same B for two As,
 same A) is masked, never counted as a negative. A batch needs two pairs (`--batch-size 1` is an
 error), and an epoch's leftover single pair joins another batch.
 
-The output directory is a sentence-transformers directory (`clozeformer.sbert`): the encoder in HF
+The output directory is a sentence-transformers directory (`clozeformer.modeling.sbert`): the encoder in HF
 format plus modules.json, 1_Pooling/config.json and sentence_bert_config.json, which
 `SentenceTransformer(DIR)`, `clozeformer embed`, `search` and `serve` load as it is.
 """
@@ -41,12 +41,12 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from clozeformer.errors import ClozeformerError
-from clozeformer.model import BertModel, pool
-from clozeformer.padding import batch_indices, pad_right
+from clozeformer.data.padding import batch_indices, pad_right
+from clozeformer.modeling.bert import BertModel, pool
 from clozeformer.tasks import metrics
 from clozeformer.tasks.common import Problems, Source, TextExample, iter_records
 from clozeformer.tasks.custom import LABEL_NAMES, PAIR_NAMES, TEXT_NAMES, pick_column
+from clozeformer.utils.errors import ClozeformerError
 
 Loss = Literal["auto", "cosent", "cosine", "mnrl", "triplet"]
 Form = Literal["scored", "pairs", "triplets"]
@@ -268,7 +268,7 @@ class SentenceEncoder(nn.Module):
 
     def save_pretrained(self, directory) -> None:
         """The encoder (HF format) and the sentence-transformers files that say how it pools."""
-        from clozeformer.sbert import write_modules
+        from clozeformer.modeling.sbert import write_modules
 
         self.bert.save_pretrained(directory)
         write_modules(
@@ -283,7 +283,7 @@ class SentenceEncoder(nn.Module):
     def from_pretrained(cls, path, **kwargs) -> SentenceEncoder:
         """A directory's encoder with its own pooling (sentence-transformers files; else mean) and length."""
         from clozeformer.hub import model_dir
-        from clozeformer.sbert import read_modules
+        from clozeformer.modeling.sbert import read_modules
 
         modules = read_modules(model_dir(path))
         bert = BertModel.from_pretrained(path, **kwargs)

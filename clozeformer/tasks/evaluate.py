@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import time
 
-from clozeformer.io import atomic_write_json
-from clozeformer.tasks.config import EvaluateConfig
-from clozeformer.tasks.loading import Session, task_config_from_args
-from clozeformer.tasks.runner import format_scores
+from clozeformer.tasks.loading import Session, saved_settings
+from clozeformer.tasks.task_config import EvaluateConfig
+from clozeformer.tasks.task_runner import format_scores
+from clozeformer.utils.io import atomic_write_json
 
 
 def evaluate(cfg: EvaluateConfig) -> dict:
@@ -39,5 +39,5 @@ def evaluate(cfg: EvaluateConfig) -> dict:
     return result
 
 
-CONFIG, FROM_ARGS, SHOW_CONFIG = EvaluateConfig, task_config_from_args, True
+CONFIG, DEFAULTS, SHOW_CONFIG = EvaluateConfig, saved_settings, True
 main = evaluate

@@ -3,7 +3,7 @@
 A *feature* is a dict of plain lists: `input_ids`, `token_type_ids`, optionally `labels` /
 `start_positions` / `end_positions`, and bookkeeping (`example_index`, `word_ids`, `offsets`)
 that the collator ignores. Padding happens per batch (`collate`), to the longest sequence in
-that batch, and batches are built from examples of similar length (`clozeformer.padding`), so a
+that batch, and batches are built from examples of similar length (`clozeformer.data.padding`), so a
 batch of short sentences is not padded to the longest sentence of the dataset.
 
 Encoding runs on a private copy of the tokenizer's Rust backend (`tokenizers.Tokenizer`):
@@ -15,8 +15,8 @@ from __future__ import annotations
 
 import torch
 
-from clozeformer.padding import pad_right
-from clozeformer.spans import token_stride
+from clozeformer.data.padding import pad_right
+from clozeformer.data.spans import token_stride
 from clozeformer.tasks.common import ChoiceExample, Problems, TextExample, TokenExample
 
 # features with labels equal to this are ignored by every loss (cross-entropy ignore_index)
@@ -68,7 +68,7 @@ def encode_tokens(
     (and on [CLS]/[SEP]), as in the BERT paper's NER setup.
 
     Training truncates a sentence longer than `max_len` (its last words are not trained on, with
-    a warning). Otherwise a long sentence becomes overlapping windows (`clozeformer.spans`), as
+    a warning). Otherwise a long sentence becomes overlapping windows (`clozeformer.data.spans`), as
     the `ner` pipeline reads it, so every word is predicted."""
     backend = private_backend(tokenizer, max_len, stride=0 if training else token_stride(max_len))
     encodings = backend.encode_batch([ex.words for ex in examples], is_pretokenized=True)
@@ -119,7 +119,7 @@ def feature_length(f: dict) -> int:
 
 
 def collate(feats: list[dict], pad_id: int) -> dict[str, torch.Tensor]:
-    """Pad a list of features to the longest one (`clozeformer.padding.pad_right`): (B, T)
+    """Pad a list of features to the longest one (`clozeformer.data.padding.pad_right`): (B, T)
     tensors, or (B, C, T) for multiple choice (C choices per example)."""
     choice = isinstance(feats[0]["input_ids"][0], list)
     T = max(feature_length(f) for f in feats)

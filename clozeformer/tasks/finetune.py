@@ -7,7 +7,7 @@
     model.safetensors, vocab.txt, tokenizer_config.json) + metrics.json + finetune_config.json
 
 Optimizer, schedule, seeding, precision and the NaN guard are the training core's
-(`clozeformer.core`, `clozeformer.precision`), the same as `pretrain`'s.
+(`clozeformer.train.core`, `clozeformer.train.precision`), the same as `pretrain`'s.
 """
 
 from __future__ import annotations
@@ -21,23 +21,23 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from clozeformer.cliutil import config_dict, save_config
-from clozeformer.config import PRESETS
-from clozeformer.core import Schedule, adamw, guarded_step, param_groups, seed_everything
-from clozeformer.device import resolve_device
-from clozeformer.errors import ClozeformerError
+from clozeformer.data.padding import batch_indices
+from clozeformer.data.spans import effective_stride
 from clozeformer.hub import model_dir
-from clozeformer.io import atomic_write_json, atomic_write_text, check_output_dir, mark_owned
-from clozeformer.padding import batch_indices
-from clozeformer.precision import resolve_precision
-from clozeformer.spans import effective_stride
+from clozeformer.modeling.config import PRESETS
 from clozeformer.tasks import embedding
 from clozeformer.tasks.common import Problems
-from clozeformer.tasks.config import FinetuneConfig, default_finetune_lr
 from clozeformer.tasks.loading import base_sentence_modules, build_task_model, is_preset, load_tokenizer
-from clozeformer.tasks.runner import SplitData, TaskRunner, check_labels, discover_labels, format_scores
 from clozeformer.tasks.spec import TaskSpec, get_task, read_examples, resolve_files
-from clozeformer.tracking import Trackers
+from clozeformer.tasks.task_config import FinetuneConfig, default_finetune_lr
+from clozeformer.tasks.task_runner import SplitData, TaskRunner, check_labels, discover_labels, format_scores
+from clozeformer.train.core import Schedule, adamw, guarded_step, param_groups, seed_everything
+from clozeformer.train.precision import resolve_precision
+from clozeformer.train.tracking import Trackers
+from clozeformer.utils.configs import config_dict, save_config
+from clozeformer.utils.device import resolve_device
+from clozeformer.utils.errors import ClozeformerError
+from clozeformer.utils.io import atomic_write_json, atomic_write_text, check_output_dir, mark_owned
 
 # ----------------------------------------------------------------------------- optimisation
 
@@ -267,7 +267,7 @@ class _Training:
 
 def model_card(cfg: FinetuneConfig, spec: TaskSpec, result: dict, files: dict) -> str:
     """README.md of a fine-tuned directory: task, base model, data, best dev scores, the command."""
-    from clozeformer import card
+    from clozeformer.modeling import card
 
     best = result["best"]
     facts = {

@@ -26,8 +26,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from clozeformer.errors import ClozeformerError
 from clozeformer.tasks.common import Problems, Source, TextExample, first_row, iter_tsv
+from clozeformer.utils.errors import ClozeformerError
 
 _BIN = ("0", "1")
 _NLI2 = ("entailment", "not_entailment")

@@ -25,11 +25,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from clozeformer.errors import ClozeformerError
 from clozeformer.tasks.common import Answer, ChoiceExample, Problems, QAExample, Source, TextExample, TokenExample
 from clozeformer.tasks.conll import as_list
 from clozeformer.tasks.embedding import PairColumns, read_pairs
 from clozeformer.tasks.swag import ENDINGS
+from clozeformer.utils.errors import ClozeformerError
 
 #: GLUE task -> (first text column, second text column or None) in the Hub's nyu-mll/glue
 GLUE_COLUMNS = {

@@ -4,7 +4,7 @@
   (`build_task_model`), its class (`model_class`), tokenizer (`load_tokenizer`) and the
   vocabulary check between them (`check_vocab`);
 * a fine-tuned directory (`load_finetuned`), its remembered settings (`inherited_values`,
-  `task_config_from_args`: defaults <- finetune_config.json <- --config <- flags) and the
+  `saved_settings`: defaults <- finetune_config.json <- --config <- flags) and the
   `Session` that evaluate and predict both start from.
 
 Verbs import this module, never each other.
@@ -21,14 +21,14 @@ from typing import Any
 import torch
 
 from clozeformer import hub
-from clozeformer.cliutil import config_from_args, save_config
-from clozeformer.config import PRESETS, BertConfig
-from clozeformer.device import resolve_device
-from clozeformer.errors import ClozeformerError
+from clozeformer.modeling.config import PRESETS, BertConfig
 from clozeformer.tasks.common import Problems
-from clozeformer.tasks.config import INHERITED_FIELDS, FinetuneConfig, TaskDataConfig
-from clozeformer.tasks.runner import SplitData, TaskRunner, check_labels
 from clozeformer.tasks.spec import TaskSpec, get_task, read_examples, resolve_files
+from clozeformer.tasks.task_config import INHERITED_FIELDS, FinetuneConfig, TaskDataConfig
+from clozeformer.tasks.task_runner import SplitData, TaskRunner, check_labels
+from clozeformer.utils.configs import save_config
+from clozeformer.utils.device import resolve_device
+from clozeformer.utils.errors import ClozeformerError
 
 # ----------------------------------------------------------------------------- models and tokenizers
 
@@ -38,7 +38,7 @@ def is_preset(model: str) -> bool:
 
 
 def load_tokenizer(tokenizer: str | None, model: str):
-    from clozeformer.tokenizer import Tokenizer
+    from clozeformer.modeling.tokenizer import Tokenizer
 
     if tokenizer is not None:
         return Tokenizer.from_pretrained(tokenizer)
@@ -56,14 +56,14 @@ def model_class(spec: TaskSpec):
         from clozeformer.tasks.embedding import SentenceEncoder
 
         return SentenceEncoder
-    from clozeformer import model as M
+    from clozeformer.modeling import bert as M
 
     return getattr(M, spec.model_class_name)
 
 
 def base_sentence_modules(model: str):
     """The pooling, normalisation and length of a sentence-transformers base model (None otherwise)."""
-    from clozeformer.sbert import read_modules
+    from clozeformer.modeling.sbert import read_modules
 
     return None if is_preset(model) else read_modules(hub.model_dir(model))
 
@@ -82,7 +82,7 @@ def head_overrides(spec: TaskSpec, labels: list[str] | None) -> dict:
 
 
 def check_vocab(tokenizer, config: BertConfig, where: str) -> None:
-    from clozeformer.tokenizer import check_vocab_fits
+    from clozeformer.modeling.tokenizer import check_vocab_fits
 
     check_vocab_fits(tokenizer.vocab_size, config.vocab_size, where)
     if tokenizer.pad_token_id != config.pad_token_id:
@@ -119,7 +119,7 @@ def build_task_model(spec: TaskSpec, cfg: FinetuneConfig, tokenizer, labels: lis
 
 def _sentence_encoder(spec: TaskSpec, cfg: FinetuneConfig, tokenizer):
     """A bi-encoder around the base model's encoder (any head class's), or a preset at random init."""
-    from clozeformer.model import BertModel
+    from clozeformer.modeling.bert import BertModel
     from clozeformer.tasks.embedding import SentenceEncoder
 
     overrides = {}
@@ -242,6 +242,6 @@ class Session:
         return self.runner.predict(self.model, sd, batch_size, self.device, progress=True)
 
 
-def task_config_from_args(cls: type, args: argparse.Namespace) -> TaskDataConfig:
-    """defaults <- MODEL/finetune_config.json <- --config file <- flags."""
-    return config_from_args(cls, args, inherited_values(getattr(args, "model", None)))
+def saved_settings(args: argparse.Namespace) -> dict:
+    """evaluate's and predict's defaults: what `--model` was fine-tuned with (below --config and flags)."""
+    return inherited_values(getattr(args, "model", None))

@@ -15,10 +15,10 @@ from __future__ import annotations
 
 import time
 
-from clozeformer.io import atomic_write_json
-from clozeformer.tasks.config import PredictConfig
-from clozeformer.tasks.loading import Session, task_config_from_args
-from clozeformer.tasks.runner import format_scores, gold_labels
+from clozeformer.tasks.loading import Session, saved_settings
+from clozeformer.tasks.task_config import PredictConfig
+from clozeformer.tasks.task_runner import format_scores, gold_labels
+from clozeformer.utils.io import atomic_write_json
 
 
 def predict(cfg: PredictConfig) -> dict:
@@ -51,5 +51,5 @@ def _fully_labelled(spec, examples) -> bool:
     return len(gold_labels(spec, examples)) == len(examples)
 
 
-CONFIG, FROM_ARGS, SHOW_CONFIG = PredictConfig, task_config_from_args, True
+CONFIG, DEFAULTS, SHOW_CONFIG = PredictConfig, saved_settings, True
 main = predict

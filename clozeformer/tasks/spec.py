@@ -24,10 +24,10 @@ from functools import partial
 from pathlib import Path
 from typing import Any, Literal
 
-from clozeformer.errors import ClozeformerError
 from clozeformer.tasks import conll, custom, embedding, glue, squad, swag
 from clozeformer.tasks.common import Problems, read_text
-from clozeformer.tasks.config import TaskDataConfig
+from clozeformer.tasks.task_config import TaskDataConfig
+from clozeformer.utils.errors import ClozeformerError
 
 Family = Literal["classification", "regression", "token", "qa", "choice", "embedding"]
 

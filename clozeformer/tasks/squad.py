@@ -18,8 +18,8 @@ import json
 import re
 from pathlib import Path
 
-from clozeformer.errors import ClozeformerError
 from clozeformer.tasks.common import Answer, Problems, QAExample, Source, iter_records, json_line_index, read_text
+from clozeformer.utils.errors import ClozeformerError
 
 
 def _locate(context: str, text: str, start: int) -> int:

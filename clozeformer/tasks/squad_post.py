@@ -12,7 +12,7 @@ Training targets. The answer's character span is mapped to the first and last to
 in each window; a window that does not contain the whole answer (and every window of a v2.0
 no-answer question) targets [CLS] (index 0), as in BERT.
 
-Answers: `clozeformer.spans.decode_question`, the decoder `qa` and `serve` use too.
+Answers: `clozeformer.data.spans.decode_question`, the decoder `qa` and `serve` use too.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from collections import defaultdict
 
 import numpy as np
 
-from clozeformer.spans import decode_question, effective_stride
+from clozeformer.data.spans import decode_question, effective_stride
 from clozeformer.tasks.common import Problems, QAExample
 from clozeformer.tasks.features import private_backend
 
@@ -110,7 +110,7 @@ def postprocess(
     null_threshold: float = 0.0,
 ) -> tuple[dict[str, str], dict[str, list[dict]], dict[str, float]]:
     """(predictions {qid: text}, n-best lists {qid: [...]}, null odds {qid: null - best span}),
-    each question decoded by `clozeformer.spans.decode_question` (the decoder serving uses)."""
+    each question decoded by `clozeformer.data.spans.decode_question` (the decoder serving uses)."""
     by_example: dict[int, list[int]] = defaultdict(list)
     for j, f in enumerate(features):
         by_example[f["example_index"]].append(j)

@@ -13,8 +13,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from clozeformer.errors import ClozeformerError
 from clozeformer.tasks.common import ChoiceExample, Problems, Source, first_row, iter_csv
+from clozeformer.utils.errors import ClozeformerError
 
 ENDINGS = ("ending0", "ending1", "ending2", "ending3")
 

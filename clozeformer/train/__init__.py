@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from clozeformer.train.config import PretrainConfig
+from clozeformer.train.pretrain_config import PretrainConfig
 
 __all__ = ["PretrainConfig", "pretrain"]
 

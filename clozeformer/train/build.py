@@ -7,18 +7,13 @@ from pathlib import Path
 
 import torch
 
-from clozeformer.config import BertConfig
 from clozeformer.data.manifest import Manifest
-from clozeformer.errors import ClozeformerError
 from clozeformer.hub import model_dir
-from clozeformer.model import (
-    BertForMaskedLM,
-    BertForPreTraining,
-    BertLMHeadModel,
-    ElectraForPreTraining,
-    electra_generator_config,
-)
-from clozeformer.train.config import PretrainConfig
+from clozeformer.modeling.bert import BertForMaskedLM, BertForPreTraining, BertLMHeadModel
+from clozeformer.modeling.config import BertConfig
+from clozeformer.modeling.electra import ElectraForPreTraining, electra_generator_config
+from clozeformer.train.pretrain_config import PretrainConfig
+from clozeformer.utils.errors import ClozeformerError
 
 
 def build_model(cfg: PretrainConfig, manifest: Manifest, data_dir: Path, ckpt: Path | None):

@@ -8,7 +8,7 @@
         trainer_state.json                    step, tokens, clock, counters, every rank's loader position
 
 A checkpoint is written into a hidden temporary sibling and renamed into place
-(`clozeformer.io.atomic_dir`), so `step-*` names only ever point at complete directories;
+(`clozeformer.utils.io.atomic_dir`), so `step-*` names only ever point at complete directories;
 leftovers of an interrupted write are hidden names that `clean_partial` removes. Old
 checkpoints are renamed to a hidden name before deletion, for the same reason. Nothing here is
 unpickled: weights and RNG states are safetensors, optimizer.pt is read with weights_only=True.
@@ -39,8 +39,8 @@ from safetensors import safe_open
 from safetensors.torch import load_file
 from safetensors.torch import save as safetensors_bytes
 
-from clozeformer.errors import ClozeformerError
-from clozeformer.io import atomic_dir
+from clozeformer.utils.errors import ClozeformerError
+from clozeformer.utils.io import atomic_dir
 
 CHECKPOINTS = "checkpoints"
 _NAME = re.compile(r"^step-(\d+)$")

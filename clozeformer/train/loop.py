@@ -30,21 +30,21 @@ import torch
 from tqdm import tqdm
 
 from clozeformer import __version__
-from clozeformer.cliutil import config_dict, print_config, save_config
-from clozeformer.core import Schedule, guarded_step, seed_everything
 from clozeformer.data.loader import MaskingConfig, PretrainLoader
 from clozeformer.data.manifest import Manifest
-from clozeformer.errors import ClozeformerError
-from clozeformer.model import ElectraForPreTraining
-from clozeformer.precision import enable_tf32, resolve_precision
-from clozeformer.tracking import Trackers
+from clozeformer.modeling.electra import ElectraForPreTraining
 from clozeformer.train import checkpoint as ckpt_io
 from clozeformer.train import distributed
 from clozeformer.train.build import build_model
 from clozeformer.train.checkpoint import preserve_rng
-from clozeformer.train.config import PretrainConfig
-from clozeformer.train.metrics import MetricsLog
+from clozeformer.train.core import Schedule, guarded_step, seed_everything
+from clozeformer.train.metrics_file import MetricsLog
 from clozeformer.train.optim import Budget, build_optimizer, micro_batches_at, optimizer_kernel
+from clozeformer.train.precision import enable_tf32, resolve_precision
+from clozeformer.train.pretrain_config import PretrainConfig
+from clozeformer.train.tracking import Trackers
+from clozeformer.utils.configs import config_dict, print_config, save_config
+from clozeformer.utils.errors import ClozeformerError
 
 #: config fields that may change between a run and its resumption without affecting exactness
 #: (tensorboard: the flag --report-to replaced)
@@ -294,7 +294,7 @@ class Trainer:
         inputs = {k: b[k] for k in MLM_INPUTS + (("next_sentence_label",) if self.nsp else ())}
         with distributed.grad_sync(self.model, self.raw, last, self.cfg.fsdp), self.precision.autocast():
             out = self.model(**inputs)
-            logits = out.prediction_logits if self.nsp else out.logits  # (N_i, V): masked rows only
+            logits = out.logits  # (N_i, V): masked rows only (the MLM contract, modeling/bert.py)
             mlm_mean = out.mlm_loss if self.nsp or self.electra else out.loss
             # n_i == 0: the mean is NaN; keep the head in the graph with a zero instead
             loss = mlm_mean * (n_i / n_mlm) if n_i else logits.sum() * 0.0
@@ -337,7 +337,7 @@ class Trainer:
                     out = self.raw(**{k: b[k] for k in MLM_INPUTS})
                 if batch is None:
                     continue
-                logits = out.prediction_logits if self.nsp else out.logits  # (N, V)
+                logits = out.logits  # (N, V)
                 target = b["labels"][b["labels"] != -100]
                 sums.add("mlm_ce", torch.nn.functional.cross_entropy(logits.float(), target, reduction="sum").item())
                 sums.add("mlm_n", target.numel())
@@ -566,7 +566,7 @@ class Trainer:
     def card(self, directory: Path) -> str:
         """README.md (model card) of the checkpoint written in `directory`: objective, data, budget
         so far, last validation."""
-        from clozeformer import card
+        from clozeformer.modeling import card
 
         cfg, st, m = self.cfg, self.state, self.manifest
         val = {k: round(v, 4) for k, v in getattr(self, "last_val", {}).items() if k.startswith("val_")}

@@ -1,4 +1,4 @@
-"""Pretraining's optimizer choice and budgets, on top of the shared core (`clozeformer.core`).
+"""Pretraining's optimizer choice and budgets, on top of the shared core (`clozeformer.train.core`).
 
 * `build_optimizer`: the core's AdamW (fused kernel where torch has one for the device, checked
   against the foreach kernel in tests/test_optim.py) or `Lamb` below, over the core's
@@ -6,7 +6,7 @@
 * `Lamb`: torch ships none. LAMB = Adam's direction, rescaled per tensor by the trust ratio
   ||w|| / ||update|| so every layer moves by a similar relative amount; it is what made
   64k-sequence batches trainable (You et al. 2020, https://arxiv.org/abs/1904.00962, Alg. 2).
-* `Budget`: the schedule's horizon (`clozeformer.core.Schedule`) set by a step, token or
+* `Budget`: the schedule's horizon (`clozeformer.train.core.Schedule`) set by a step, token or
   wall-clock budget.
 * `micro_batches_at`: the batch ramp (Cramming, Geiping & Goldstein 2023,
   https://arxiv.org/abs/2212.14034): how many micro-batches an optimizer step takes.
@@ -20,8 +20,8 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
-from clozeformer.core import adamw, param_groups
-from clozeformer.train.config import PretrainConfig
+from clozeformer.train.core import adamw, param_groups
+from clozeformer.train.pretrain_config import PretrainConfig
 
 
 class Lamb(torch.optim.Optimizer):

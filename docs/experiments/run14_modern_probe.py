@@ -19,7 +19,8 @@ import sys
 import torch.nn.functional as F
 from torch import nn
 
-from clozeformer import model as M
+from clozeformer.modeling import bert as M
+from clozeformer.modeling.rotary import apply_rotary
 
 PROBE = set(filter(None, os.environ.get("PROBE", "").split(",")))
 assert PROBE <= {"preln", "geglu", "nobias"}, PROBE
@@ -59,7 +60,7 @@ def attn_forward(self, x, mask, causal=False, rope=None):
 
     q, k, v = heads(self.query(h)), heads(self.key(h)), heads(self.value(h))
     if rope is not None:
-        q, k = M.apply_rotary(q, *rope), M.apply_rotary(k, *rope)
+        q, k = apply_rotary(q, *rope), apply_rotary(k, *rope)
     ctx = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=self.attn_dropout if self.training else 0.0)
     return x + self.dropout(self.dense(ctx.transpose(1, 2).reshape(B, T, H)))
 
@@ -107,6 +108,6 @@ for cls in (M.Embeddings, M.SelfAttention, M.FeedForward, M.Encoder, M.MLMHead):
 
 if __name__ == "__main__":
     print("probe:", sorted(PROBE), file=sys.stderr)
-    from clozeformer.cli import main
+    from clozeformer.commands.cli import main
 
     sys.exit(main())

@@ -8,7 +8,7 @@ for each model directory the zero-shot dev Spearman (no training) and, per seed,
 best dev Spearman over epochs of fine-tuning with Sentence-BERT's cosine-similarity loss
 (MSE between cos(u, v) and score / 5): lr 5e-4, batch 32, 10% warmup then linear decay,
 weight decay 0.01, clipping 1.0 (the recipe the experiments fine-tune `tiny` with), using the
-package's training core (clozeformer.core) for the optimizer, schedule and update.
+package's training core (clozeformer.train.core) for the optimizer, schedule and update.
 """
 
 from __future__ import annotations
@@ -22,14 +22,14 @@ import torch
 import torch.nn.functional as F
 from scipy.stats import spearmanr
 
-from clozeformer.core import Schedule, adamw, guarded_step, param_groups, seed_everything
-from clozeformer.hf import load_pretrained
+from clozeformer.data.padding import pad_right
 from clozeformer.infer.embed import pool
-from clozeformer.model import BertModel
-from clozeformer.padding import pad_right
+from clozeformer.modeling.bert import BertModel
+from clozeformer.modeling.hf_format import load_pretrained
+from clozeformer.modeling.tokenizer import Tokenizer
 from clozeformer.tasks.common import Problems
 from clozeformer.tasks.glue import GLUE_TASKS, read_glue
-from clozeformer.tokenizer import Tokenizer
+from clozeformer.train.core import Schedule, adamw, guarded_step, param_groups, seed_everything
 
 
 def read(path: str) -> tuple[list[str], list[str], np.ndarray]:

@@ -29,15 +29,15 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from clozeformer.core import Schedule, adamw, guarded_step, param_groups, seed_everything
-from clozeformer.hf import load_pretrained
+from clozeformer.data.padding import pad_right
 from clozeformer.infer.embed import pool
-from clozeformer.model import BertModel
-from clozeformer.padding import pad_right
+from clozeformer.modeling.bert import BertModel
+from clozeformer.modeling.hf_format import load_pretrained
+from clozeformer.modeling.tokenizer import Tokenizer
 from clozeformer.tasks.common import Problems
 from clozeformer.tasks.glue import GLUE_TASKS, read_glue
 from clozeformer.tasks.metrics import accuracy, f1_binary, spearman
-from clozeformer.tokenizer import Tokenizer
+from clozeformer.train.core import Schedule, adamw, guarded_step, param_groups, seed_everything
 
 
 def read(glue: str, task: str, split: str, limit: int) -> tuple[list[str], list[str], np.ndarray]:
