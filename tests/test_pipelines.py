@@ -567,7 +567,7 @@ def test_cli_user_errors(dirs, tmp_path, capsys):
     no_mask.write_text("a [MASK] here\n\nnone here\n", encoding="utf-8")
     cases = [
         (["classify", "--model", str(dirs["cls"]), "--input", str(bad_utf8)], f"{bad_utf8}:2: not UTF-8"),
-        (["classify", "--model", str(dirs["cls"]), "--input", str(binary)], "binary file"),
+        (["classify", "--model", str(dirs["cls"]), "--input", str(binary)], "looks binary"),
         (["classify", "--model", str(dirs["cls"]), "--input", str(no_field)], f"{no_field}:2: missing field 'text'"),
         (["classify", "--model", str(dirs["cls"]), "--input", str(tmp_path / "none.txt")], "no such input file"),
         (["fill-mask", "--model", str(dirs["mlm"]), "--input", str(no_mask)], rf"{no_mask}:3: no [MASK]"),

@@ -3,7 +3,7 @@
     clozeformer pretrain --data data/ --model mini --out runs/mini --max-steps 10000 --lr 5e-4
     torchrun --nproc_per_node 4 -m clozeformer pretrain --data data/ --model base --out runs/base ...
 
-Flags mirror `PretrainConfig` (clozeformer/train/config.py); `--config run.yaml|json` holds
+Flags mirror `PretrainConfig` (clozeformer/train/pretrain_config.py); `--config run.yaml|json` holds
 the same names (flat), flags win. Re-running the same command resumes from RUN_DIR's newest
 checkpoint. Exit status: 0 when the budget is reached, 128 + signal number after a checkpoint
 on SIGTERM / SIGINT, 2 on a user error (including too many NaN steps).

@@ -12,13 +12,13 @@ from __future__ import annotations
 import importlib.util
 import os
 import shutil
-import statistics
 import time
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
 from typing import Any
 
+from clozeformer.commands.experiments import mean_std
 from clozeformer.utils.configs import SEED_RANGE, check_ranges, flag_help, print_config, save_config
 from clozeformer.utils.errors import ClozeformerError
 from clozeformer.utils.io import check_output_dir, mark_owned
@@ -312,7 +312,7 @@ def _finetune_run(cfg: QuickstartConfig, model: str, out: str, seed: int) -> flo
 
 
 def _mean_std(xs: list[float]) -> str:
-    return f"{statistics.fmean(xs):.3f} ± {statistics.stdev(xs):.3f}" if len(xs) > 1 else f"{xs[0]:.3f}"
+    return "{:.3f} ± {:.3f}".format(*mean_std(xs)) if len(xs) > 1 else f"{xs[0]:.3f}"
 
 
 def _report(cfg, vocab_size, manifest, summary, final_eval, before, after, scores, timings, plots) -> str:

@@ -43,10 +43,10 @@ from pathlib import Path
 from typing import TextIO
 
 from clozeformer.utils.errors import ClozeformerError
+from clozeformer.utils.io import open_binary
 
 FORMATS = ("auto", "bert", "paragraph", "lines", "jsonl", "wikiextractor", "wikitext")
 SNIFF_BYTES = 1 << 16
-GZIP_MAGIC = b"\x1f\x8b"
 
 # ----------------------------------------------------------------------------- invalid UTF-8
 # One error handler for all readers: it replaces each invalid byte with U+FFFD (as
@@ -205,20 +205,10 @@ def expand_inputs(inputs: Sequence[str | os.PathLike]) -> list[InputFile]:
     return list(unique.values())
 
 
-def _open_binary(path: Path):
-    """(disk file, decompressed binary stream)."""
-    raw = open(path, "rb")
-    head = raw.read(2)
-    raw.seek(0)
-    if head == GZIP_MAGIC:
-        return raw, gzip.GzipFile(fileobj=raw, mode="rb")
-    return raw, raw
-
-
 def sniff(path: Path) -> bytes:
     """The first SNIFF_BYTES bytes of the decompressed file."""
     try:
-        raw, stream = _open_binary(path)
+        raw, stream = open_binary(path)
     except OSError as e:
         raise ClozeformerError(f"{path}: cannot open ({e.strerror})") from None
     try:
@@ -466,11 +456,9 @@ class CorpusReader:
 
     def progress_bar(self, desc: str, enabled: bool, **kwargs):
         """A tqdm bar over the on-disk bytes; move it with `bar.update(reader.disk_bytes_done() - bar.n)`."""
-        from tqdm import tqdm
+        from clozeformer.utils.progress import progress_bar
 
-        return tqdm(
-            total=self.disk_bytes_total, unit="B", unit_scale=True, desc=desc, disable=not enabled, dynamic_ncols=True, **kwargs
-        )
+        return progress_bar(self.disk_bytes_total, unit="B", unit_scale=True, desc=desc, enabled=enabled, **kwargs)
 
     def disk_bytes_done(self) -> int:
         try:
@@ -492,7 +480,7 @@ class CorpusReader:
             return
         fmt = self.format if self.format != "auto" else detect_format(sample.decode("utf-8", errors="replace"))
         self.stats.formats[fmt] = self.stats.formats.get(fmt, 0) + 1
-        raw, stream = _open_binary(f.path)
+        raw, stream = open_binary(f.path)
         self._raw = raw
         buffered = io.BufferedReader(stream, buffer_size=1 << 16)
         text: TextIO = io.TextIOWrapper(buffered, encoding="utf-8", errors="clozeformer.count")

@@ -22,7 +22,7 @@ from typing import Any, Literal
 
 from clozeformer.utils.configs import print_config, save_config
 from clozeformer.utils.errors import ClozeformerError
-from clozeformer.utils.io import check_output_file, json_object
+from clozeformer.utils.io import check_output_file, decode_text, json_object
 
 
 @dataclass
@@ -107,13 +107,7 @@ def read_numbered_lines(path: str) -> list[tuple[int, str]]:
         if not p.is_file():
             raise ClozeformerError(f"{path}: no such input file")
         data, name = p.read_bytes(), path
-    if b"\x00" in data:
-        raise ClozeformerError(f"{name}: binary file (NUL bytes); expected UTF-8 text or JSONL")
-    try:
-        text = data.decode("utf-8-sig")
-    except UnicodeDecodeError as e:
-        line = data[: e.start].count(b"\n") + 1
-        raise ClozeformerError(f"{name}:{line}: not UTF-8 (byte {e.start} of the file)") from None
+    text = decode_text(data, name) if data.strip() else ""  # no inputs in an empty file: the caller says so
     return [(i + 1, line.rstrip("\r")) for i, line in enumerate(text.split("\n"))]
 
 

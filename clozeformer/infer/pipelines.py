@@ -20,7 +20,6 @@ The server calls preprocess per request and `run` once per micro-batch of reques
 from __future__ import annotations
 
 import importlib
-import sys
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -190,12 +189,12 @@ class Pipeline(ABC):
 
     def run(self, examples: list[Example], progress: bool = False) -> list[Any]:
         """Forward every window in length-sorted, dynamically padded batches; results in order."""
-        from tqdm import tqdm
+        from clozeformer.utils.progress import progress_bar
 
         flat = [w for ex in examples for w in ex.windows]
         outputs: list[Any] = [None] * len(flat)
         batches = batch_indices([len(w.input_ids) for w in flat], self.batch_size, shuffle=False)
-        with tqdm(total=len(flat), disable=not progress, unit="seq", file=sys.stderr, desc=self.task, dynamic_ncols=True) as bar:
+        with progress_bar(len(flat), enabled=progress, unit="seq", desc=self.task) as bar:
             for idx in batches:
                 windows = [flat[j] for j in idx]
                 for j, out in zip(idx, self.forward(self.pad(windows), windows)):

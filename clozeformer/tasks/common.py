@@ -14,7 +14,6 @@ one row (too few fields, an answer not in its context) skips or repairs that row
 from __future__ import annotations
 
 import csv
-import gzip
 import io
 import json
 import re
@@ -25,7 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from clozeformer.utils.errors import ClozeformerError
-from clozeformer.utils.io import json_object
+from clozeformer.utils.io import decode_text, json_object
 
 # ----------------------------------------------------------------------------- provenance + warnings
 
@@ -179,7 +178,7 @@ def unlabeled_text(examples: list[Example]) -> Iterator[str]:
 
 
 def read_text(path: str | Path) -> str:
-    """The whole file as text: UTF-8 (a BOM is dropped), `.gz` transparently.
+    """The whole file as text (`utils.io.decode_text`: gzip by its magic bytes, UTF-8, a BOM dropped).
 
     Raises a one-line `ClozeformerError` for a missing, empty, binary or non-UTF-8 file,
     naming the line of the first undecodable byte.
@@ -189,21 +188,7 @@ def read_text(path: str | Path) -> str:
         raise ClozeformerError(f"{path}: no such file")
     if path.is_dir():
         raise ClozeformerError(f"{path}: is a directory, expected a data file")
-    data = path.read_bytes()
-    if path.suffix == ".gz":
-        try:
-            data = gzip.decompress(data)
-        except (OSError, EOFError) as e:
-            raise ClozeformerError(f"{path}: not a readable gzip file ({e})") from None
-    if not data.strip():
-        raise ClozeformerError(f"{path}: empty file")
-    if b"\x00" in data[:8192]:
-        raise ClozeformerError(f"{path}: looks binary (contains NUL bytes), expected a text file")
-    try:
-        return data.decode("utf-8-sig")  # -sig: MRPC's train/dev start with a UTF-8 BOM
-    except UnicodeDecodeError as e:
-        line = data[: e.start].count(b"\n") + 1
-        raise ClozeformerError(f"{path}:{line}: not UTF-8 (byte 0x{data[e.start]:02x}); re-save the file as UTF-8") from None
+    return decode_text(path.read_bytes(), str(path))
 
 
 def read_lines(path: str | Path) -> list[str]:

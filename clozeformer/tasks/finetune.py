@@ -31,13 +31,14 @@ from clozeformer.tasks.loading import base_sentence_modules, build_task_model, i
 from clozeformer.tasks.spec import TaskSpec, get_task, read_examples, resolve_files
 from clozeformer.tasks.task_config import FinetuneConfig, default_finetune_lr
 from clozeformer.tasks.task_runner import SplitData, TaskRunner, check_labels, discover_labels, format_scores
-from clozeformer.train.core import Schedule, adamw, guarded_step, param_groups, seed_everything
+from clozeformer.train.core import MAX_BAD_STEPS, Schedule, adamw, check_bad_streak, guarded_step, param_groups, seed_everything
 from clozeformer.train.precision import resolve_precision
 from clozeformer.train.tracking import Trackers
 from clozeformer.utils.configs import config_dict, save_config
 from clozeformer.utils.device import resolve_device
 from clozeformer.utils.errors import ClozeformerError
 from clozeformer.utils.io import atomic_write_json, atomic_write_text, check_output_dir, mark_owned
+from clozeformer.utils.progress import progress_bar
 
 # ----------------------------------------------------------------------------- optimisation
 
@@ -50,9 +51,6 @@ def make_optimizer(model: torch.nn.Module, cfg: FinetuneConfig, total_steps: int
 
 
 # ----------------------------------------------------------------------------- the loop
-
-#: consecutive NaN/Inf steps (each skipped) after which fine-tuning stops with an error
-MAX_BAD_STEPS = 5
 
 
 @dataclass
@@ -201,11 +199,9 @@ class _Training:
         _, bad = guarded_step(self.optimizer, self.scaler, self.model.parameters(), cfg.max_grad_norm, loss_value, lr)
         self.step += 1
         self.bad_streak = self.bad_streak + 1 if bad else 0
-        if self.bad_streak >= MAX_BAD_STEPS:
-            raise ClozeformerError(
-                f"{self.bad_streak} consecutive steps with a NaN/Inf loss or gradient (steps {self.step - self.bad_streak + 1}-"
-                f"{self.step}, none applied); stopping. Try a lower --lr, a larger --warmup-ratio or --precision fp32"
-            )
+        check_bad_streak(
+            self.bad_streak, self.step, MAX_BAD_STEPS, "Try a lower --lr, a larger --warmup-ratio or --precision fp32"
+        )
         if not bad:
             self.loss_sum += loss_value
             self.loss_n += 1
@@ -247,12 +243,8 @@ class _Training:
         """The loop: length-grouped batches per epoch, the core's optimizer step with its NaN guard,
         evaluation every epoch (and --eval-every steps), the best checkpoint saved to `out`; each
         evaluation (scores, mean training loss since the last one) also goes to `trackers`."""
-        from tqdm.auto import tqdm
-
         self.model.train()
-        # a log file (not a terminal) gets a progress line every 5 s instead of ten per second
-        mininterval = 0.1 if sys.stderr.isatty() else 5.0
-        bar = tqdm(total=self.total_steps, desc=f"finetune {name}", unit="step", dynamic_ncols=True, mininterval=mininterval)
+        bar = progress_bar(self.total_steps, desc=f"finetune {name}", unit="step")
         try:
             while self.step < self.total_steps and not self.stopped_early:
                 self.run_epoch(bar)

@@ -13,7 +13,6 @@ Verbs import this module, never each other.
 from __future__ import annotations
 
 import argparse
-import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -29,6 +28,7 @@ from clozeformer.tasks.task_runner import SplitData, TaskRunner, check_labels
 from clozeformer.utils.configs import save_config
 from clozeformer.utils.device import resolve_device
 from clozeformer.utils.errors import ClozeformerError
+from clozeformer.utils.io import read_json_object
 
 # ----------------------------------------------------------------------------- models and tokenizers
 
@@ -147,10 +147,7 @@ def inherited_values(model_dir: str | None) -> dict:
     path = hub.model_dir(model_dir) / "finetune_config.json"
     if not path.is_file():
         return {}
-    try:
-        saved = json.loads(path.read_text(encoding="utf-8"))
-    except (json.JSONDecodeError, UnicodeDecodeError) as e:
-        raise ClozeformerError(f"{path}: invalid JSON ({e})") from None
+    saved = read_json_object(path)
     return {k: saved[k] for k in INHERITED_FIELDS if saved.get(k) is not None}
 
 

@@ -14,12 +14,12 @@ change a metric; they only decide which tokens a training example points at.
 
 from __future__ import annotations
 
-import json
 import re
 from pathlib import Path
 
 from clozeformer.tasks.common import Answer, Problems, QAExample, Source, iter_records, json_line_index, read_text
 from clozeformer.utils.errors import ClozeformerError
+from clozeformer.utils.io import json_object
 
 
 def _locate(context: str, text: str, start: int) -> int:
@@ -64,11 +64,8 @@ def _answers(raw, context: str, src: Source, problems: Problems) -> list[Answer]
 def read_squad(path: str | Path, problems: Problems, labeled: bool | None = True) -> list[QAExample]:
     """Examples of a SQuAD-format JSON file. `labeled=True` requires answers (or is_impossible)."""
     text = read_text(path)
-    try:
-        doc = json.loads(text)
-    except json.JSONDecodeError as e:
-        raise ClozeformerError(f"{path}:{e.lineno}: invalid JSON ({e.msg})") from None
-    if not isinstance(doc, dict) or not isinstance(doc.get("data"), list):
+    doc = json_object(text, str(path), " (expected SQuAD-format JSON)")
+    if not isinstance(doc.get("data"), list):
         raise ClozeformerError(f"{path}: not SQuAD-format JSON (expected an object with a 'data' list)")
     lines = json_line_index(text, "id")
     name = str(path)

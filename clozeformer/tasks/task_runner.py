@@ -132,14 +132,14 @@ class TaskRunner:
     @torch.no_grad()
     def infer(self, model, feats: list[dict], batch_size: int, device: torch.device, progress: bool = False) -> list[Any]:
         """Per-feature outputs: logits (K,) / (C,) / (T, K), or QA (start (T,), end (T,))."""
-        from tqdm.auto import tqdm
+        from clozeformer.utils.progress import progress_bar
 
         model.eval()
         pad_id = self.tokenizer.pad_token_id
         lengths = [F.feature_length(f) for f in feats]
         out: list[Any] = [None] * len(feats)
         batches = batch_indices(lengths, batch_size, shuffle=False)
-        for idx in tqdm(batches, desc="eval", leave=False, disable=not progress):
+        for idx in progress_bar(desc="eval", leave=False, enabled=progress, iterable=batches):
             batch = F.collate([feats[i] for i in idx], pad_id)
             res = model(**{k: batch[k].to(device) for k in ("input_ids", "token_type_ids", "attention_mask")})
             if self.spec.family == "qa":

@@ -6,7 +6,8 @@
 * `adamw`: torch's AdamW with the fused kernel where torch has one for the device, else foreach.
 * `Schedule`: linear warmup, then linear / cosine decay or constant; ONE warmup
   convention, (step + 1) / warmup_steps, so the first update already moves the weights.
-* `guarded_step`: the update after backward: gradient clipping, and no update on a NaN/Inf.
+* `guarded_step`: the update after backward: gradient clipping, and no update on a NaN/Inf;
+  `check_bad_streak` stops a run after `MAX_BAD_STEPS` such steps in a row.
 
 Which number format a run computes in is `clozeformer.train.precision`; pretraining's extras
 (LAMB, step/token/time budgets) are `clozeformer.train.optim`.
@@ -17,14 +18,20 @@ from __future__ import annotations
 import math
 import random
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-import numpy as np
-import torch
-from torch import nn
+from clozeformer.utils.errors import ClozeformerError
+
+if TYPE_CHECKING:  # torch loads when a function runs: configs import MAX_BAD_STEPS without it
+    import torch
+    from torch import nn
 
 
 def seed_everything(seed: int) -> None:
     """Seed Python's, NumPy's (which takes 32 bits) and torch's generators."""
+    import numpy as np
+    import torch
+
     random.seed(seed)
     np.random.seed(seed % 2**32)
     torch.manual_seed(seed)
@@ -32,6 +39,8 @@ def seed_everything(seed: int) -> None:
 
 def param_groups(model: nn.Module, weight_decay: float) -> list[dict]:
     """[decayed params, non-decayed params]; a tied weight is listed once (named_parameters dedups)."""
+    from torch import nn
+
     no_decay_ids = {id(p) for m in model.modules() if isinstance(m, nn.LayerNorm) for p in m.parameters(recurse=False)}
     decay, no_decay = [], []
     for name, p in model.named_parameters():
@@ -47,6 +56,8 @@ def adamw(
     2.4, ~7x the per-op path for a small model whose embedding matrix dominates) and falls
     back to foreach where the device or torch build has none. "fused", "foreach" and
     "for_loop" force one."""
+    import torch
+
     kw = dict(lr=lr, betas=betas, eps=eps)
     if impl == "auto":
         try:
@@ -83,6 +94,20 @@ class Schedule:
         return self.min_ratio + (1.0 - self.min_ratio) * f
 
 
+#: consecutive NaN/Inf steps (each skipped, none applied) after which a run stops
+MAX_BAD_STEPS = 10
+
+
+def check_bad_streak(streak: int, step: int, limit: int, advice: str) -> None:
+    """Stop a run whose last `streak` updates (up to update number `step`) were all skipped, once
+    they reach `limit`; `advice` ends the message (what to try, where the last good state is)."""
+    if streak >= limit:
+        raise ClozeformerError(
+            f"{streak} consecutive steps with a NaN/Inf loss or gradient (steps {step - streak + 1}-{step}, "
+            f"none applied); stopping. {advice}"
+        )
+
+
 def guarded_step(opt, scaler, params, max_grad_norm: float, loss_value: float, lr: float) -> tuple[float, bool]:
     """The update after backward: clip the gradients to `max_grad_norm` (0 = no clipping, the norm
     is still measured), step at `lr`, clear them.
@@ -90,6 +115,8 @@ def guarded_step(opt, scaler, params, max_grad_norm: float, loss_value: float, l
     Returns (norm, bad): bad when the loss or the norm is NaN/Inf, and then no update is made.
     With fp16 loss scaling (a GradScaler `scaler`: the gradients are unscaled first) an
     overflowing norm is routine and GradScaler skips that step itself, so only the loss decides."""
+    import torch
+
     if scaler is not None:
         scaler.unscale_(opt)
     norm = torch.nn.utils.clip_grad_norm_(params, max_grad_norm or float("inf"))

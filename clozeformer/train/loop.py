@@ -37,7 +37,7 @@ from clozeformer.train import checkpoint as ckpt_io
 from clozeformer.train import distributed
 from clozeformer.train.build import build_model
 from clozeformer.train.checkpoint import preserve_rng
-from clozeformer.train.core import Schedule, guarded_step, seed_everything
+from clozeformer.train.core import Schedule, check_bad_streak, guarded_step, seed_everything
 from clozeformer.train.metrics_file import MetricsLog
 from clozeformer.train.optim import Budget, build_optimizer, micro_batches_at, optimizer_kernel
 from clozeformer.train.precision import enable_tf32, resolve_precision
@@ -45,6 +45,7 @@ from clozeformer.train.pretrain_config import PretrainConfig
 from clozeformer.train.tracking import Trackers
 from clozeformer.utils.configs import config_dict, print_config, save_config
 from clozeformer.utils.errors import ClozeformerError
+from clozeformer.utils.progress import progress_bar
 
 #: config fields that may change between a run and its resumption without affecting exactness
 #: (tensorboard: the flag --report-to replaced)
@@ -466,14 +467,8 @@ class Trainer:
         handlers = {}
         if threading.current_thread() is threading.main_thread():
             handlers = {s: signal.signal(s, self._on_signal) for s in (signal.SIGTERM, signal.SIGINT)}
-        bar = tqdm(
-            total=budget.horizon(st.step, st.elapsed_s),
-            initial=st.step,
-            unit="step",
-            dynamic_ncols=True,
-            disable=not (info.is_main and cfg.progress),
-            file=sys.stderr,
-            mininterval=0.5,
+        bar = progress_bar(
+            budget.horizon(st.step, st.elapsed_s), initial=st.step, unit="step", enabled=info.is_main and cfg.progress
         )
         end = None
         try:
@@ -534,11 +529,8 @@ class Trainer:
         bar.update(1)
         if st.bad_streak >= cfg.max_bad_steps:
             last = ckpt_io.latest_checkpoint(self.run_dir)
-            raise ClozeformerError(
-                f"{st.bad_streak} consecutive steps with a NaN/Inf loss or gradient (steps "
-                f"{st.step - st.bad_streak + 1}-{st.step}, none applied); stopping. Last good checkpoint: "
-                f"{last or 'none'}. Try a lower --lr, more --warmup-steps or --precision fp32"
-            )
+            advice = f"Last good checkpoint: {last or 'none'}. Try a lower --lr, more --warmup-steps or --precision fp32"
+            check_bad_streak(st.bad_streak, st.step, cfg.max_bad_steps, advice)
         return micro, out, rec
 
     def _summary(self, stopped_by: str, rec: dict, val: dict, last_saved: Path | None) -> dict[str, Any]:

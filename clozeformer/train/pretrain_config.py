@@ -11,6 +11,7 @@ from dataclasses import dataclass, field, replace
 from typing import Literal
 
 from clozeformer.modeling.config import POSITION_TYPES, PRESETS
+from clozeformer.train.core import MAX_BAD_STEPS
 from clozeformer.train.tracking import REPORT_TO_HELP, resolve_report_to
 from clozeformer.utils.configs import SEED_RANGE, check_ranges, flag_help
 from clozeformer.utils.errors import ClozeformerError
@@ -145,7 +146,7 @@ class PretrainConfig:
     min_lr_ratio: float = field(default=0.0, metadata=flag_help("lr floor for the decay, as a fraction of --lr"))
     max_grad_norm: float = field(default=1.0, metadata=flag_help("clip the global grad norm (0 = off)"))
     max_bad_steps: int = field(
-        default=10, metadata=flag_help("stop after this many consecutive steps with a NaN/Inf loss or gradient")
+        default=MAX_BAD_STEPS, metadata=flag_help("stop after this many consecutive steps with a NaN/Inf loss or gradient")
     )
     # ------------------------------------------------------------------ hardware
     precision: Literal["auto", "fp32", "bf16", "fp16"] = field(

@@ -208,14 +208,54 @@ def atomic_dir(target: str | os.PathLike, owner: str | None = None) -> Iterator[
         raise
 
 
+# ----------------------------------------------------------------------------- reading user files
+# One policy for every text file a user gives: gzip is recognised by its magic bytes (not the
+# name), a UTF-8 BOM is dropped, NUL bytes mean a binary file, and the first byte that is not
+# UTF-8 is reported with its line. Whole files (task data, prediction inputs) go through
+# `decode_text`; corpora stream through `open_binary` (data/readers.py counts bad bytes instead).
+
+GZIP_MAGIC = b"\x1f\x8b"
+
+
+def open_binary(path: str | os.PathLike):
+    """(the disk file, its decompressed binary stream): gzip when the file starts with its magic bytes."""
+    import gzip
+
+    raw = open(path, "rb")
+    head = raw.read(2)
+    raw.seek(0)
+    return (raw, gzip.GzipFile(fileobj=raw, mode="rb")) if head == GZIP_MAGIC else (raw, raw)
+
+
+def decode_text(data: bytes, name: str) -> str:
+    """A whole file's bytes as text (gunzipped when they are gzip), or one error line naming `name`
+    (and the line of the first byte that is not UTF-8)."""
+    if data[:2] == GZIP_MAGIC:
+        import gzip
+
+        try:
+            data = gzip.decompress(data)
+        except (OSError, EOFError) as e:
+            raise ClozeformerError(f"{name}: not a readable gzip file ({e})") from None
+    if not data.strip():
+        raise ClozeformerError(f"{name}: empty file")
+    if b"\x00" in data[:8192]:
+        raise ClozeformerError(f"{name}: looks binary (contains NUL bytes), expected a text file")
+    try:
+        return data.decode("utf-8-sig")  # -sig: a BOM is dropped (MRPC's train/dev start with one)
+    except UnicodeDecodeError as e:
+        line = data[: e.start].count(b"\n") + 1
+        raise ClozeformerError(f"{name}:{line}: not UTF-8 (byte 0x{data[e.start]:02x}); re-save the file as UTF-8") from None
+
+
 def json_object(line: str, where: str, hint: str = "") -> dict[str, Any]:
     """One JSON object from user input (a JSONL line or a whole file), or a one-line error naming
-    `where` (FILE:LINE, or FILE and the line inside it)."""
+    `where` (FILE:LINE for a line; a whole file's error adds the line inside it: FILE:LINE)."""
     try:
         obj = json.loads(line)
     except json.JSONDecodeError as e:
-        at = f" at line {e.lineno}" if e.lineno > 1 else ""
-        raise ClozeformerError(f"{where}: invalid JSON{at} ({e.msg}){hint}") from None
+        at = f":{e.lineno}" if e.lineno > 1 else ""
+        raise ClozeformerError(f"{where}{at}: invalid JSON ({e.msg}){hint}") from None
     if not isinstance(obj, dict):
         raise ClozeformerError(f"{where}: expected a JSON object, got {type(obj).__name__}")
     return obj
