@@ -85,7 +85,7 @@ def main(argv: list[str] | None = None) -> int:
     module_name, help_ = COMMANDS[verb]
     module = importlib.import_module(module_name)
     parser = argparse.ArgumentParser(
-        prog=f"clozeformer {verb}", description=help_, formatter_class=argparse.ArgumentDefaultsHelpFormatter
+        prog=f"clozeformer {verb}", description=help_
     )
     config = getattr(module, "CONFIG", None)
     if hasattr(module, "add_arguments"):

@@ -13,11 +13,13 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import math
+import sys
 import types
 import typing
 from pathlib import Path
 from typing import Any, TypeVar
 
+from clozeformer.utils.configs import canonical_keys
 from clozeformer.utils.errors import ClozeformerError
 from clozeformer.utils.io import json_object
 
@@ -79,13 +81,38 @@ def _base_type(tp: Any) -> tuple[Any, bool]:
     return tp, False
 
 
+#: the flags a user looks for first, listed first in --help (then the rest in the config's order)
+FIRST = ("task", "model", "data", "input", "inputs", "index", "tokenizer", "out", "output")
+
+
+class _OldName(argparse.Action):
+    """A flag's old name (metadata `aliases`), accepted for one release with a note; hidden from --help."""
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        new = "--" + self.dest.replace("_", "-")
+        print(f"note: {option_string} is now {new}; the old name goes in the next release", file=sys.stderr)
+        setattr(namespace, self.dest, values)
+
+
+def _help(f: dataclasses.Field, default: Any) -> str:
+    """The field's help, marked (required), with its default unless the text already says it."""
+    text = f.metadata.get("help", "")
+    if f.metadata.get("required"):
+        return f"{text} (required)"
+    says_default = any(word in text for word in ("default", "unset"))
+    if default is None or default == [] or says_default:
+        return text
+    return f"{text} (default: {default})"
+
+
 def add_config_args(parser: argparse.ArgumentParser, cls: type, *, positional: tuple[str, ...] = ()) -> None:
-    """A verb's flags: one per field of dataclass `cls` (defaults stay unset so a file can fill them), plus
-    `--config FILE` (JSON/YAML of the same names)."""
-    parser.add_argument("--config", default=None, help=f"JSON/YAML file of {cls.__name__} values (the flags' names; flags win)")
+    """A verb's flags: one per field of dataclass `cls` (defaults stay unset so a file can fill them),
+    the usual first ones (`FIRST`) at the top, plus `--config FILE` (JSON/YAML of the same names).
+    A field's `aliases` metadata keeps its old flag names working, hidden."""
     hints = typing.get_type_hints(cls)
     group = parser.add_argument_group(f"{cls.__name__} options")
-    for f in dataclasses.fields(cls):
+    fields = sorted(dataclasses.fields(cls), key=lambda f: FIRST.index(f.name) if f.name in FIRST else len(FIRST))
+    for f in fields:
         tp, _ = _base_type(hints[f.name])
         default = f.default_factory() if f.default_factory is not dataclasses.MISSING else f.default
         choices = f.metadata.get("choices")
@@ -93,10 +120,9 @@ def add_config_args(parser: argparse.ArgumentParser, cls: type, *, positional: t
             choices = list(typing.get_args(tp))
             tp = type(choices[0])
         pos = f.name in positional
-        help_ = " ".join(filter(None, (f.metadata.get("help"), f"(default: {default})")))
-        # SUPPRESS: an option not given leaves no attribute, so a config file can fill it, and
-        # ArgumentDefaultsHelpFormatter does not print the placeholder (the help says the default)
-        kw: dict[str, Any] = dict(help=help_, default=default if pos else argparse.SUPPRESS)
+        # SUPPRESS: an option not given leaves no attribute, so a config file can fill it, and the
+        # help formatter does not print the placeholder (the help says the default)
+        kw: dict[str, Any] = dict(help=_help(f, default), default=default if pos else argparse.SUPPRESS)
         if tp is bool:
             kw["action"] = argparse.BooleanOptionalAction
         elif typing.get_origin(tp) in (list, tuple):
@@ -105,6 +131,12 @@ def add_config_args(parser: argparse.ArgumentParser, cls: type, *, positional: t
             kw.update(type={float: finite_float, int: int, str: str}.get(tp, str), choices=choices or None)
         # the dest of `--name-with-dashes` is argparse's own: name_with_dashes, the field's name
         group.add_argument(f.name if pos else "--" + f.name.replace("_", "-"), **kw)
+        for old in f.metadata.get("aliases", ()):
+            hidden = dict(kw, help=argparse.SUPPRESS, dest=f.name)
+            if tp is not bool:
+                hidden["action"] = _OldName
+            group.add_argument("--" + old.replace("_", "-"), **hidden)
+    parser.add_argument("--config", default=None, help=f"JSON/YAML file of {cls.__name__} values (the flags' names; flags win)")
 
 
 def load_config_file(path: str | Path) -> dict[str, Any]:
@@ -137,8 +169,7 @@ def config_from_args(cls: type[T], args: argparse.Namespace, defaults: dict[str,
     names = {f.name for f in dataclasses.fields(cls)}  # type: ignore[arg-type]
     hints = typing.get_type_hints(cls)
     values: dict[str, Any] = {}
-    for k, v in file_values.items():
-        k = k.replace("-", "_")
+    for k, v in canonical_keys(cls, file_values).items():
         if k not in names:
             raise ClozeformerError(f"config file: unknown option {k!r} for {cls.__name__}")
         values[k] = check_value(k, v, hints[k])

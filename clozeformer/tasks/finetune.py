@@ -156,6 +156,9 @@ class _Training:
         self.history, self.best, self.saved, self.stopped_early, self.seconds = [], None, False, False, 0.0
         seed_everything(cfg.seed)
         self.lengths = [self.runner.feature_length(f) for f in data.train_features]
+        # sentence embeddings train on random batches: length-grouped ones gather the many questions
+        # of one passage, whose duplicates in-batch negatives mask (docs/EXPERIMENTS.md, run 18)
+        self.group_by_length = cfg.group_by_length if cfg.group_by_length is not None else data.objective is None
         self.t0 = time.monotonic()
         self.epoch, self.step, self.last_eval, self.bad_streak, self.loss_sum, self.loss_n = 0, 0, -1, 0, 0.0, 0
 
@@ -169,7 +172,7 @@ class _Training:
         """An epoch of shuffled, length-grouped batches (evaluated every --eval-every steps and at its end)."""
         cfg = self.cfg
         batches = batch_indices(
-            self.lengths, cfg.batch_size, shuffle=True, seed=cfg.seed + self.epoch, group_by_length=cfg.group_by_length
+            self.lengths, cfg.batch_size, shuffle=True, seed=cfg.seed + self.epoch, group_by_length=self.group_by_length
         )
         if self.data.objective is not None:
             batches = embedding.training_batches(batches, self.data.objective)

@@ -152,7 +152,13 @@ class FinetuneConfig(TaskDataConfig):
         default=None, metadata=flag_help("stop training after this many minutes (then evaluate and save)")
     )
     eval_every: int = field(default=0, metadata=flag_help("also evaluate every N steps (0: once per epoch)"))
-    group_by_length: bool = field(default=True, metadata=flag_help("batch examples of similar length together"))
+    group_by_length: bool | None = field(
+        default=None,
+        metadata=flag_help(
+            "batch examples of similar length together (less padding); unset: yes, except sentence-embedding "
+            "(random batches: length-grouped ones hold the same passage many times, masked as duplicates)"
+        ),
+    )
     save_best: bool = field(default=True, metadata=flag_help("keep the checkpoint with the best dev score (else the last one)"))
     overwrite: bool = field(default=False, metadata=flag_help("allow writing into a non-empty --out"))
     precision: Literal["auto", "fp32", "bf16", "fp16"] = field(

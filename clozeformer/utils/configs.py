@@ -25,6 +25,17 @@ def flag_help(text: str, **kw) -> dict:
 SEED_RANGE = {"min": 0, "max": 2**32 - 1}
 
 
+def canonical_keys(cls: type, values: dict[str, Any]) -> dict[str, Any]:
+    """`values` (a config file, a model's saved settings) with dashes as underscores and old names
+    (a field's `aliases` metadata) under the field's name."""
+    old = {a: f.name for f in dataclasses.fields(cls) for a in f.metadata.get("aliases", ())}
+    out: dict[str, Any] = {}
+    for k, v in values.items():
+        k = k.replace("-", "_")
+        out[old.get(k, k)] = v
+    return out
+
+
 def check_ranges(cfg: Any) -> None:
     """Every numeric field of `cfg` within its metadata's [min, max] (bounds inclusive; None: open)."""
     for f in dataclasses.fields(cfg):
