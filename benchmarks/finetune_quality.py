@@ -142,7 +142,7 @@ def run_one(task: str, data: list[str], model: str, tokenizer: str | None, out: 
         lr=args.lr,
         batch_size=args.batch_size,
         seed=args.seed,
-        max_seq_len=args.qa_max_seq_len if qa else args.max_seq_len,
+        max_length=args.qa_max_seq_len if qa else args.max_seq_len,
         doc_stride=args.doc_stride,
         max_train_examples=args.max_train_examples,
         max_eval_examples=args.max_eval_examples,

@@ -60,7 +60,12 @@ def main() -> int:
     data = args.out / "data"
     manifest = prepare(
         PrepareConfig(
-            input=corpus, tokenizer=str(args.out / "tok"), out=str(data), seq_len=args.seq_len, val_fraction=0.01, progress=False
+            input=corpus,
+            tokenizer=str(args.out / "tok"),
+            out=str(data),
+            max_length=args.seq_len,
+            val_fraction=0.01,
+            progress=False,
         )
     )
     print(f"data: {manifest.num_train} sequences of {args.seq_len} ({time.perf_counter() - t0:.0f}s)")
@@ -77,7 +82,7 @@ def main() -> int:
                     position_embedding_type=positions,  # type: ignore[arg-type]
                     batch_size=args.batch_size,
                     max_steps=args.steps,
-                    precision="bf16",
+                    dtype="bf16",
                     compile=args.compile,
                     lr=1e-4,
                     warmup_steps=10,

@@ -86,7 +86,7 @@ def run_mode(mode: str, inputs: list[str], vocab: Path, out: Path, workers: int,
         str(vocab),
         "--out",
         str(out),
-        "--seq-len",
+        "--max-length",
         str(seq_len),
         "--mode",
         mode,
@@ -136,7 +136,7 @@ def main() -> None:
     ap.add_argument("--data", type=Path, default=SHARED)
     ap.add_argument("--out-root", type=Path, default=None, help="keep the shards in OUT_ROOT/en-{mode}")
     ap.add_argument("--workers", type=int, default=2)
-    ap.add_argument("--seq-len", type=int, default=128)
+    ap.add_argument("--max-length", type=int, default=128)
     ap.add_argument("--modes", nargs="+", default=["packed", "nsp"], choices=["packed", "nsp"])
     ap.add_argument(
         "--single-line-mb",

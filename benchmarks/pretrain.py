@@ -78,7 +78,7 @@ def run_ours(args, preset: str, out: Path, steps: int, batch: int, max_time: flo
         warmup_steps=args.warmup_steps,
         max_steps=steps if max_time is None else None,
         max_time=max_time,
-        num_threads=args.threads,
+        threads=args.threads,
         eval_batches=1,
         keep_last=1,
         progress=False,

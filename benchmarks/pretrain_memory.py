@@ -63,12 +63,12 @@ def run(args: argparse.Namespace, bounded: bool, out: Path) -> dict:
         model=args.model,
         max_steps=args.steps,
         batch_size=args.batch_size,
-        num_threads=args.threads,
+        threads=args.threads,
         eval_every=0,
         save_every=0,
         progress=False,
         report_to=["none"],
-        precision=args.precision,
+        dtype=args.precision,
         bounded=bounded,
     )
     proc = subprocess.Popen([sys.executable, "-c", CHILD, json.dumps(cfg)], stdout=subprocess.DEVNULL)

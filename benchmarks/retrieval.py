@@ -232,7 +232,7 @@ def main() -> int:
         rows_ce += [(q, passages[d], 0) for (q, p), top in zip(train, hard) for d in [d for d in top if d != p][: args.negatives]]
         random.Random(args.seed).shuffle(rows_ce)
         ce_tsv = write_tsv(work / "train-cross.tsv", ["question", "passage", "label"], rows_ce)
-    common = ["--batch-size", args.batch_size, "--max-seq-len", args.max_seq_len, "--seed", args.seed, "--threads", args.threads]
+    common = ["--batch-size", args.batch_size, "--max-length", args.max_seq_len, "--seed", args.seed, "--threads", args.threads]
     for name in args.models:
         model = resolve_model(name, work)
         from clozeformer.modeling.config import BertConfig

@@ -68,7 +68,7 @@ def prepare_data(corpus: Path, tokenizer: Path, out: Path, mode: str = "packed",
     """Shards of `corpus` (5% validation) through the real `prepare` CLI."""
     from clozeformer.commands.cli import main as cli_main
 
-    argv = ["prepare", "--input", str(corpus), "--tokenizer", str(tokenizer), "--out", str(out), "--seq-len", str(seq_len)]
+    argv = ["prepare", "--input", str(corpus), "--tokenizer", str(tokenizer), "--out", str(out), "--max-length", str(seq_len)]
     assert cli_main([*argv, "--mode", mode, "--val-fraction", "0.05", "--no-progress"]) == 0
     return out
 
@@ -92,7 +92,7 @@ def make_data_dir(root: Path, n_docs: int = 300, fixed_vocab: bool = False) -> P
 
 
 def run_script(script: Path, *args: str, env: dict | None = None, expect: int = 0) -> str:
-    """Run one of the repository's scripts (benchmarks/, docs/experiments/) on one thread with the
+    """Run one of the repository's scripts (benchmarks/, tools/probes/) on one thread with the
     package importable from the checkout; assert its exit code; return stdout + stderr."""
     r = subprocess.run(
         [sys.executable, str(script), *args],

@@ -31,24 +31,33 @@ COMMANDS: dict[str, tuple[str, str]] = {
         "clozeformer.commands.quickstart",
         "the whole road in minutes on the bundled corpus: vocab, pretrain, cloze, fine-tune",
     ),
-    "experiment": ("clozeformer.commands.experiments", "test BERT's claims: pretrain-vs-scratch, mlm-vs-clm, nsp-ablation"),
+    "experiment": (
+        "clozeformer.commands.experiments",
+        "test BERT's claims: pretrain-vs-scratch, mlm-vs-clm, mlm-vs-rtd (ELECTRA), nsp-ablation",
+    ),
     "demo": ("clozeformer.commands.demo", "build a tiny BERT, save it, reload it here and in transformers"),
-    "tokenizer": ("clozeformer.commands.tokenizer", "train a WordPiece vocab from corpora (tokenizer train)"),
+    "tokenizer": ("clozeformer.commands.tokenizer", "tokenizer actions: `tokenizer train` learns a WordPiece vocab from corpora"),
     "prepare": ("clozeformer.commands.prepare", "tokenize corpora into packed or NSP pretraining shards"),
-    "pretrain": ("clozeformer.commands.pretrain", "pretrain BERT (MLM or MLM+NSP) with checkpoints, resume, torchrun"),
+    "pretrain": (
+        "clozeformer.commands.pretrain",
+        "pretrain BERT: MLM, MLM+NSP, ELECTRA or left-to-right (clm); checkpoints, exact resume, torchrun",
+    ),
     "plot": ("clozeformer.commands.plot", "draw a run's loss / accuracy / lr / throughput curves as PNGs"),
-    "finetune": ("clozeformer.tasks.finetune", "fine-tune on GLUE, SQuAD, CMRC, CoNLL-2003, SWAG or your own data"),
+    "finetune": (
+        "clozeformer.tasks.finetune",
+        "fine-tune on GLUE, SQuAD, CMRC, CoNLL-2003, SWAG or your own data; sentence embeddings (bi-encoders)",
+    ),
     "evaluate": ("clozeformer.tasks.evaluate", "score a fine-tuned model with the task's official metrics"),
     "predict": ("clozeformer.tasks.predict", "write predictions: GLUE submission TSVs, SQuAD JSON, CoNLL columns"),
     "info": ("clozeformer.commands.info", "show what a model directory holds and check that it loads"),
     "fill-mask": ("clozeformer.infer.fill_mask", "predict the words at [MASK] (top-k with probabilities)"),
     "classify": ("clozeformer.infer.classify", "label texts or text pairs with a fine-tuned classifier"),
-    "embed": ("clozeformer.infer.embed", "sentence embeddings ([CLS] or mean), or build a search index"),
-    "search": ("clozeformer.infer.index", "find the nearest texts in an embedding index"),
+    "embed": ("clozeformer.infer.embed", "sentence embeddings (cls, mean, max or last pooling), or build a search index"),
+    "search": ("clozeformer.infer.index", "find the nearest texts in an embedding index, optionally reranked by a cross-encoder"),
     "qa": ("clozeformer.infer.qa", "extract the answer to a question from a context"),
     "ner": ("clozeformer.infer.ner", "named entities with types, scores and character spans"),
     "serve": ("clozeformer.infer.server", "HTTP server for the model's tasks (FastAPI, micro-batching)"),
-    "export": ("clozeformer.infer.onnx_export", "export a model directory to ONNX and check it against PyTorch"),
+    "export": ("clozeformer.infer.onnx_export", "export a model directory to ONNX (fp32 or int8 weights), checked against torch"),
     "push": ("clozeformer.commands.push", "upload a model directory to the Hugging Face Hub, with its model card"),
 }
 
@@ -84,9 +93,7 @@ def main(argv: list[str] | None = None) -> int:
     verb = argv[0]
     module_name, help_ = COMMANDS[verb]
     module = importlib.import_module(module_name)
-    parser = argparse.ArgumentParser(
-        prog=f"clozeformer {verb}", description=help_
-    )
+    parser = argparse.ArgumentParser(prog=f"clozeformer {verb}", description=help_)
     config = getattr(module, "CONFIG", None)
     if hasattr(module, "add_arguments"):
         module.add_arguments(parser)

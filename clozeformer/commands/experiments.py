@@ -45,6 +45,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
+from clozeformer.modeling.config import Pooling
 from clozeformer.train.metrics_file import read_metrics
 from clozeformer.utils.configs import config_dict, flag_help, print_config, save_config
 from clozeformer.utils.errors import ClozeformerError
@@ -104,11 +105,12 @@ class ExperimentConfig:
     warmup_steps: int | None = field(
         default=None, metadata=flag_help("pretraining warmup steps; unset: `pretrain`'s recipe for --model")
     )
-    precision: Literal["auto", "fp32", "bf16"] = field(
+    dtype: Literal["auto", "fp32", "bf16"] = field(
         default="auto",
         metadata=flag_help(
-            "pretraining and fine-tuning precision (auto: bf16 on CPUs with AMX and on GPUs, else fp32); "
-            "pin it to compare runs made on different machines"
+            "pretraining and fine-tuning number format (auto: bf16 on CPUs with AMX and on GPUs, else fp32); "
+            "pin it to compare runs made on different machines",
+            aliases=("precision",),
         ),
     )
     finetune_lr: float | None = field(
@@ -118,10 +120,10 @@ class ExperimentConfig:
     finetune_dropout: float | None = field(
         default=None, metadata=flag_help("dropout while fine-tuning (`finetune --dropout`); unset: each model's own")
     )
-    finetune_pooling: str | None = field(
+    finetune_pooling: Pooling | None = field(
         default=None,
         metadata=flag_help(
-            "sentence vector while fine-tuning (`finetune --pooling`: cls, mean or last); unset: the model's own "
+            "sentence vector while fine-tuning (`finetune --pooling`: cls, mean, max or last); unset: the model's own "
             "(cls; last for the left-to-right arm)"
         ),
     )
@@ -174,8 +176,6 @@ class ExperimentConfig:
                 raise ClozeformerError("--tapt-steps and --tapt-lr must be positive, --tapt-warmup-steps >= 0")
         if self.finetune_lr is not None and self.finetune_lr <= 0:
             raise ClozeformerError(f"--finetune-lr {self.finetune_lr}: must be positive")
-        if self.finetune_pooling not in (None, "cls", "mean", "last"):
-            raise ClozeformerError(f"--finetune-pooling {self.finetune_pooling!r}: choose cls, mean or last")
         if self.jobs > 1 and not self.threads:
             self.threads = 1
 
@@ -229,7 +229,7 @@ def finetune_config(cfg: ExperimentConfig, model_dir: Path, task: str, seed: int
         threads=cfg.threads,
         dropout=cfg.finetune_dropout,
         pooling=cfg.finetune_pooling,
-        precision=cfg.precision,
+        dtype=cfg.dtype,
         report_to=["none"],
     )
 
@@ -304,10 +304,10 @@ def _pretrain(cfg: ExperimentConfig, out: Path, **run: Any) -> tuple[Path, dict]
             eval_every=0,
             eval_batches=50,
             seed=0,
-            precision=cfg.precision,
+            dtype=cfg.dtype,
             report_to=["none"],
             keep_last=1,
-            num_threads=cfg.threads,
+            threads=cfg.threads,
             resume=False,
             progress=cfg.jobs == 1,
             **run,
@@ -358,7 +358,7 @@ def prepare_task_text(cfg: ExperimentConfig, task: str, tokenizer_dir: Path, out
             tokenizer=str(tokenizer_dir),
             out=str(out / "data"),
             overwrite=True,
-            seq_len=TAPT_SEQ_LEN,
+            max_length=TAPT_SEQ_LEN,
             format="lines",
             min_doc_chars=0,
             dedupe=False,  # the task's text as it is: a repeated example is the task's distribution
@@ -596,7 +596,7 @@ def results_markdown(cfg: ExperimentConfig, result: dict) -> str:
     scores = result["scores"]
     variants = list(scores)
     dropout = "as saved" if cfg.finetune_dropout is None else f"{cfg.finetune_dropout:g}"
-    dropout += f", pooling {cfg.finetune_pooling or 'cls'}, precision {cfg.precision}"
+    dropout += f", pooling {cfg.finetune_pooling or 'cls'}, dtype {cfg.dtype}"
     lines = [
         f"### {cfg.name}",
         "",

@@ -33,7 +33,9 @@ PUSHED = (
 
 @dataclass
 class PushConfig:
-    model: str = field(default="", metadata=flag_help("model directory to upload (a finetune output or a checkpoint)"))
+    model: str = field(
+        default="", metadata=flag_help("model directory to upload (a finetune output or a checkpoint)", required=True)
+    )
     repo: str = field(default="", metadata=flag_help("Hub repository: org/name (created when missing)"))
     private: bool = field(default=False, metadata=flag_help("create the repository as private"))
     branch: str | None = field(default=None, metadata=flag_help("upload to this branch (default: main)"))

@@ -34,8 +34,12 @@ BATCH_TEXTS = 1000
 
 @dataclass
 class TokenizerTrainConfig:
-    input: list[str] = field(default_factory=list, metadata={"help": "text files, directories or globs (gz ok)"})
-    out: str = field(default="", metadata={"help": "directory for vocab.txt + tokenizer_config.json (new or empty)"})
+    input: list[str] = field(
+        default_factory=list, metadata={"help": "text files, directories or globs (gz ok)", "required": True}
+    )
+    out: str = field(
+        default="", metadata={"help": "directory for vocab.txt + tokenizer_config.json (new or empty)", "required": True}
+    )
     overwrite: bool = field(default=False, metadata={"help": "replace a tokenizer directory that clozeformer wrote before"})
     vocab_size: int = field(default=30522, metadata={"help": "vocab size, special and [unused] tokens included"})
     cased: bool = field(default=False, metadata={"help": "keep case and accents (default: lowercase + strip accents)"})
@@ -103,10 +107,9 @@ def train_tokenizer(cfg: TokenizerTrainConfig) -> tuple[Tokenizer, dict]:
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    sub = parser.add_subparsers(dest="action", metavar="ACTION", required=True)
-    train = sub.add_parser(
-        "train", help="learn a WordPiece vocab from corpora", formatter_class=argparse.ArgumentDefaultsHelpFormatter
-    )
+    # the metavar names the actions, so a bare `clozeformer tokenizer` says which there are
+    sub = parser.add_subparsers(dest="action", metavar="{train}", title="actions", required=True)
+    train = sub.add_parser("train", help="learn a WordPiece vocab from corpora (--input CORPUS --out DIR)")
     add_config_args(train, TokenizerTrainConfig)
 
 

@@ -60,11 +60,19 @@ def _require(ok: bool, message: str) -> None:
 
 @dataclass
 class PrepareConfig:
-    input: list[str] = field(default_factory=list, metadata={"help": "text files, directories or globs (gz ok)"})
-    tokenizer: str = field(default="", metadata={"help": "tokenizer directory (vocab.txt [+ tokenizer_config.json])"})
-    out: str = field(default="", metadata={"help": "output DATA_DIR (written atomically; must be new or empty)"})
+    input: list[str] = field(
+        default_factory=list, metadata={"help": "text files, directories or globs (gz ok)", "required": True}
+    )
+    tokenizer: str = field(
+        default="", metadata={"help": "tokenizer directory (vocab.txt [+ tokenizer_config.json])", "required": True}
+    )
+    out: str = field(
+        default="", metadata={"help": "output DATA_DIR (written atomically; must be new or empty)", "required": True}
+    )
     overwrite: bool = field(default=False, metadata={"help": "replace a DATA_DIR that clozeformer wrote before"})
-    seq_len: int = field(default=128, metadata={"help": "tokens per sequence, [CLS] and [SEP]s included"})
+    max_length: int = field(
+        default=128, metadata={"help": "tokens per sequence, [CLS] and [SEP]s included", "aliases": ("seq_len",)}
+    )
     mode: Literal["packed", "nsp"] = field(
         default="packed", metadata={"help": "packed: RoBERTa FULL-SENTENCES; nsp: BERT sentence pairs with next-sentence labels"}
     )
@@ -94,7 +102,7 @@ class PrepareConfig:
         self.input = check_corpus_args(self.input, self.out, self.format)
         _require(bool(self.tokenizer), "--tokenizer: give the tokenizer directory (with vocab.txt)")
         _require(self.mode in ("packed", "nsp"), f"--mode {self.mode!r}: expected packed or nsp")
-        _require(8 <= self.seq_len <= 65535, f"--seq-len {self.seq_len}: must be between 8 and 65535")
+        _require(8 <= self.max_length <= 65535, f"--max-length {self.max_length}: must be between 8 and 65535")
         _require(self.dupe_factor >= 1, f"--dupe-factor {self.dupe_factor}: must be >= 1")
         _require(
             self.dupe_factor <= 1 or self.static_masking,
@@ -103,7 +111,7 @@ class PrepareConfig:
         _require(0.0 <= self.val_fraction < 1.0, f"--val-fraction {self.val_fraction}: must be in [0, 1)")
         _require(0.0 <= self.short_seq_prob <= 1.0, f"--short-seq-prob {self.short_seq_prob}: must be in [0, 1]")
         _require(self.workers >= 0, f"--workers {self.workers}: must be >= 0")
-        _require(self.shard_tokens >= self.seq_len, f"--shard-tokens {self.shard_tokens}: must be at least --seq-len")
+        _require(self.shard_tokens >= self.max_length, f"--shard-tokens {self.shard_tokens}: must be at least --max-length")
         self.masking()  # validates the static masking fields
 
     def masking(self) -> MaskingConfig:
@@ -500,9 +508,9 @@ def _split_outputs(cfg: PrepareConfig, tok, directory: Path) -> dict[str, _Split
         writer = ShardWriter(directory, split, _token_dtype(tok), cfg.shard_tokens, nsp, masker)
         if nsp:
             rng = random.Random(cfg.seed * 4 + code)
-            builder = NspBuilder(cfg.seq_len, ids.cls, ids.sep, rng, cfg.short_seq_prob, cfg.nsp_pool_tokens)
+            builder = NspBuilder(cfg.max_length, ids.cls, ids.sep, rng, cfg.short_seq_prob, cfg.nsp_pool_tokens)
         else:
-            builder = PackedBuilder(cfg.seq_len, ids.cls, ids.sep)
+            builder = PackedBuilder(cfg.max_length, ids.cls, ids.sep)
         outputs[split] = _SplitOutput(builder, writer, cfg.dupe_factor)
     return outputs
 
@@ -577,7 +585,7 @@ def _manifest(cfg: PrepareConfig, tok, stats: ReaderStats, counts: collections.C
     settings = {k: v for k, v in config_dict(cfg).items() if k not in ("input", "tokenizer", "out", "workers", "progress")}
     return Manifest(
         mode=cfg.mode,
-        seq_len=cfg.seq_len,
+        seq_len=cfg.max_length,
         vocab_size=tok.vocab_size,
         token_dtype=_token_dtype(tok).name,
         special_ids=SpecialIds(**tok.special_ids),

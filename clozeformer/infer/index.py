@@ -177,7 +177,9 @@ class EmbeddingIndex:
 
 @dataclass
 class SearchConfig(options.PipelineConfig):
-    index: str = field(default="", metadata={"help": "index directory (from `clozeformer embed --build-index`)"})
+    index: str = field(
+        default="", metadata={"help": "index directory (from `clozeformer embed --build-index`)", "required": True}
+    )
     top_k: int = field(default=5, metadata={"help": "hits per query"})
     rerank: str | None = field(
         default=None, metadata={"help": "cross-encoder directory (a pair classifier/regressor) that re-scores the hits"}

@@ -194,7 +194,7 @@ def hidden_cosine(wrapper: nn.Module, path: Path, config, inputs: list[str], out
 
 @dataclass
 class ExportConfig:
-    model: str = field(default="", metadata={"help": "model directory to export"})
+    model: str = field(default="", metadata={"help": "model directory to export", "required": True})
     onnx: str | None = field(default=None, metadata={"help": "output file (default: MODEL/model.onnx)"})
     opset: int = field(default=17, metadata={"help": "ONNX opset version"})
     check: bool = field(default=True, metadata={"help": "compare with PyTorch in ONNX Runtime before writing"})

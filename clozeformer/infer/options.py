@@ -3,9 +3,9 @@
 Inputs come from the command line (one per argument) or from `--input FILE` (`-` = stdin):
 plain text, one input per line (blank lines skipped), or JSONL, one object per line with the
 task's fields (`text`; `text_pair` for classify; `question` + `context` for qa). Results go to
-stdout, or atomically to `--output FILE`, as readable text or JSONL (`--json`; each line echoes
+stdout, or atomically to `--out FILE`, as readable text or JSONL (`--json`; each line echoes
 the input's fields next to the result). With `--verbose` the resolved config is printed to stderr
-(stdout carries only results, so it can be piped); it is saved beside `--output` as `FILE.config.json`.
+(stdout carries only results, so it can be piped); it is saved beside `--out` as `FILE.config.json`.
 A bad input is reported as `FILE:LINE: reason` (or `argument N: reason`).
 """
 
@@ -29,7 +29,10 @@ from clozeformer.utils.io import check_output_file, decode_text, json_object
 class RunnerOptions:
     """What every verb that runs a model takes (prediction verbs, search, serve): model, backend, batching."""
 
-    model: str = field(default="", metadata={"help": "model directory (HF format: config.json, model.safetensors, vocab.txt)"})
+    model: str = field(
+        default="",
+        metadata={"help": "model directory (HF format: config.json, model.safetensors, vocab.txt) or Hub id", "required": True},
+    )
     batch_size: int = field(default=32, metadata={"help": "most sequences per forward pass"})
     max_length: int | None = field(
         default=None, metadata={"help": "max tokens per sequence (default: the model's maximum, at most 512)"}
@@ -69,7 +72,9 @@ class PipelineConfig(RunnerOptions):
         default="auto",
         metadata={"help": "input file format; auto = JSONL when the name ends in .jsonl or the first line is an object"},
     )
-    output: str | None = field(default=None, metadata={"help": "write results to FILE (atomically) instead of stdout"})
+    out: str | None = field(
+        default=None, metadata={"help": "write results to FILE (atomically) instead of stdout", "aliases": ("output",)}
+    )
     json: bool = field(default=False, metadata={"help": "JSONL output, one object per input"})
     progress: bool = field(default=True, metadata={"help": "progress bar when reading a file"})
     verbose: bool = field(default=False, metadata={"help": "print the resolved config (to stderr) before the results"})
@@ -78,8 +83,8 @@ class PipelineConfig(RunnerOptions):
         super().__post_init__()
         if self.inputs and self.input:
             raise ClozeformerError("give inputs as arguments or with --input FILE, not both")
-        if self.output:
-            check_output_file(self.output, "--output")
+        if self.out:
+            check_output_file(self.out, "--out")
 
 
 @dataclass
@@ -182,13 +187,13 @@ def run_predictions(records: list[Record], run: Callable[[list], Any]) -> Any:
 
 
 def write_lines(cfg: PipelineConfig, lines: list[str]) -> None:
-    """`lines` to stdout, or atomically to `cfg.output` with the config saved beside it."""
+    """`lines` to stdout, or atomically to `cfg.out` with the config saved beside it."""
     out = "".join(line + "\n" for line in lines)
-    if cfg.output:
+    if cfg.out:
         from clozeformer.utils.io import atomic_write_text
 
-        atomic_write_text(cfg.output, out)
-        save_config(cfg, cfg.output + ".config.json")
+        atomic_write_text(cfg.out, out)
+        save_config(cfg, cfg.out + ".config.json")
     else:
         sys.stdout.write(out)
         sys.stdout.flush()
@@ -208,8 +213,8 @@ def predict_main(
     results = [pipe.to_json(r) for r in run_predictions(records, partial(pipe, progress=cfg.progress and cfg.input is not None))]
     as_line = (lambda r, res: json.dumps({**r.echo, **res}, ensure_ascii=False)) if cfg.json else as_text
     write_lines(cfg, [as_line(r, res) for r, res in zip(records, results)])
-    if cfg.output:
-        print(f"wrote {len(results)} results to {cfg.output}", file=sys.stderr)
+    if cfg.out:
+        print(f"wrote {len(results)} results to {cfg.out}", file=sys.stderr)
     return 0
 
 

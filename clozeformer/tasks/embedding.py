@@ -312,7 +312,7 @@ def encode_pairs(tokenizer, examples: list[TextExample], max_len: int, problems:
                 continue
             enc = encodings[key[text]]
             if enc.overflowing:
-                problems.warn("truncated", ex.source, f"{column} text longer than max_seq_len={max_len} tokens; truncated")
+                problems.warn("truncated", ex.source, f"{column} text longer than max_length={max_len} tokens; truncated")
             f[column], f[f"{column}_key"] = enc.ids, key[text]
         if ex.label is not None:
             f["labels"] = float(ex.label)

@@ -1,6 +1,6 @@
 """`clozeformer evaluate`: score a fine-tuned directory on a task's dev (or labelled test) files.
 
-The task, columns, max_seq_len and QA settings default to those the model was fine-tuned with
+The task, columns, max_length and QA settings default to those the model was fine-tuned with
 (`MODEL/finetune_config.json`); flags override them. Labels come from the model's
 `config.json` (`id2label`); a gold label the model does not know is an error naming its line.
 """

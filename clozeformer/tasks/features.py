@@ -48,7 +48,7 @@ def encode_text(
     feats = []
     for i, (enc, ex) in enumerate(zip(backend.encode_batch(inputs), examples)):
         if enc.overflowing:
-            problems.warn("truncated", ex.source, f"input longer than max_seq_len={max_len} tokens; truncated")
+            problems.warn("truncated", ex.source, f"input longer than max_length={max_len} tokens; truncated")
         f = {"input_ids": enc.ids, "token_type_ids": enc.type_ids, "example_index": i}
         if ex.label is not None:
             f["labels"] = float(ex.label) if regression else label2id[ex.label]
@@ -80,7 +80,7 @@ def encode_tokens(
                 "truncated",
                 ex.source,
                 f"sentence of {len(ex.words)} words is longer than "
-                f"max_seq_len={max_len} tokens; the last {len(ex.words) - kept} words are not trained on",
+                f"max_length={max_len} tokens; the last {len(ex.words) - kept} words are not trained on",
             )
         for window in [enc] if training else [enc, *enc.overflowing]:
             word_ids = list(window.word_ids)
@@ -102,7 +102,7 @@ def encode_choices(tokenizer, examples: list[ChoiceExample], max_len: int, probl
         encs = encodings[k : k + len(ex.endings)]
         k += len(ex.endings)
         if any(e.overflowing for e in encs):
-            problems.warn("truncated", ex.source, f"a choice is longer than max_seq_len={max_len} tokens; truncated")
+            problems.warn("truncated", ex.source, f"a choice is longer than max_length={max_len} tokens; truncated")
         f = {"input_ids": [e.ids for e in encs], "token_type_ids": [e.type_ids for e in encs], "example_index": i}
         if ex.label is not None:
             f["labels"] = ex.label

@@ -128,9 +128,9 @@ def task_model(cfg: FinetuneConfig, spec: TaskSpec, data: TaskData, tokenizer):
         model.config.extra.update(
             qa_version_2=data.version_2,
             qa_max_seq_len=max_len,
-            qa_doc_stride=effective_stride(max_len, cfg.max_query_len, cfg.doc_stride),
-            qa_max_query_len=cfg.max_query_len,
-            qa_max_answer_len=cfg.max_answer_len,
+            qa_doc_stride=effective_stride(max_len, cfg.max_question_length, cfg.doc_stride),
+            qa_max_query_len=cfg.max_question_length,
+            qa_max_answer_len=cfg.max_answer_length,
             qa_n_best=cfg.n_best,
             qa_null_threshold=cfg.null_threshold,
         )
@@ -151,7 +151,7 @@ class _Training:
         print(
             f"model {cfg.model}: {model.num_parameters() / 1e6:.2f}M parameters on {device}; {self.total_steps} steps "
             f"({self.steps_per_epoch}/epoch, warmup {self.schedule.warmup_steps}), batch {cfg.batch_size}, lr {cfg.lr:g}, "
-            f"max_seq_len {self.runner.max_len}, precision {precision.name}"
+            f"max_length {self.runner.max_len}, dtype {precision.name}"
         )
         self.history, self.best, self.saved, self.stopped_early, self.seconds = [], None, False, False, 0.0
         seed_everything(cfg.seed)
@@ -202,9 +202,7 @@ class _Training:
         _, bad = guarded_step(self.optimizer, self.scaler, self.model.parameters(), cfg.max_grad_norm, loss_value, lr)
         self.step += 1
         self.bad_streak = self.bad_streak + 1 if bad else 0
-        check_bad_streak(
-            self.bad_streak, self.step, MAX_BAD_STEPS, "Try a lower --lr, a larger --warmup-ratio or --precision fp32"
-        )
+        check_bad_streak(self.bad_streak, self.step, MAX_BAD_STEPS, "Try a lower --lr, a larger --warmup-ratio or --dtype fp32")
         if not bad:
             self.loss_sum += loss_value
             self.loss_n += 1
@@ -301,13 +299,13 @@ def finetune(cfg: FinetuneConfig) -> dict:
         torch.set_num_threads(cfg.threads)
     seed_everything(cfg.seed)
     device = resolve_device(cfg.device)
-    precision = resolve_precision(cfg.precision, device)  # refuse fp16 on CPU before any work is done
+    precision = resolve_precision(cfg.dtype, device)  # refuse fp16 on CPU before any work is done
     tokenizer = load_tokenizer(cfg.tokenizer, cfg.model)
     if spec.family == "embedding":  # unset: a sentence-transformers base model's own pooling and length
         modules = base_sentence_modules(cfg.model)
         cfg.pooling = cfg.pooling or (modules.pooling if modules else "mean")
-        if cfg.max_seq_len is None and modules is not None and modules.max_seq_length:
-            cfg.max_seq_len = modules.max_seq_length
+        if cfg.max_length is None and modules is not None and modules.max_seq_length:
+            cfg.max_length = modules.max_seq_length
     problems = Problems(skip_bad_rows=cfg.skip_bad_rows)
     data = read_task_data(cfg, spec, files, tokenizer, problems)
     model = task_model(cfg, spec, data, tokenizer).to(device)

@@ -25,7 +25,7 @@ from clozeformer.tasks.common import Problems
 from clozeformer.tasks.spec import TaskSpec, get_task, read_examples, resolve_files
 from clozeformer.tasks.task_config import INHERITED_FIELDS, FinetuneConfig, TaskDataConfig
 from clozeformer.tasks.task_runner import SplitData, TaskRunner, check_labels
-from clozeformer.utils.configs import save_config
+from clozeformer.utils.configs import canonical_keys, save_config
 from clozeformer.utils.device import resolve_device
 from clozeformer.utils.errors import ClozeformerError
 from clozeformer.utils.io import read_json_object
@@ -147,7 +147,7 @@ def inherited_values(model_dir: str | None) -> dict:
     path = hub.model_dir(model_dir) / "finetune_config.json"
     if not path.is_file():
         return {}
-    saved = read_json_object(path)
+    saved = canonical_keys(TaskDataConfig, read_json_object(path))  # a model saved before a flag was renamed
     return {k: saved[k] for k in INHERITED_FIELDS if saved.get(k) is not None}
 
 
@@ -181,8 +181,8 @@ def load_finetuned(cfg: TaskDataConfig, model_dir: str | None):
     check_vocab(tokenizer, config, str(mdir))
     # a bi-encoder reads the encoder only: a published sentence-transformers model needs no pooler weights
     model = model_class(spec).from_pretrained(mdir, strict_heads=spec.family != "embedding").to(device).eval()
-    if spec.family == "embedding" and cfg.max_seq_len is None:  # a sentence-transformers model's own length
-        cfg.max_seq_len = model.max_seq_length
+    if spec.family == "embedding" and cfg.max_length is None:  # a sentence-transformers model's own length
+        cfg.max_length = model.max_seq_length
     version_2 = bool(config.extra.get("qa_version_2", spec.qa_metric == "squad_v2"))
     runner = TaskRunner(spec, cfg, tokenizer, labels, version_2)
     runner.check_fits(config)

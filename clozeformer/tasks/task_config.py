@@ -46,20 +46,24 @@ class TaskDataConfig:
     task: str | None = field(
         default=None,
         metadata=flag_help(
-            "GLUE: cola sst2 mrpc stsb qqp mnli qnli rte wnli; squad squad_v2 xquad cmrc2018 conll2003 swag "
-            "chnsenticorp; your data: classification pair-classification regression token-classification qa "
-            "sentence-embedding"
+            "(required by finetune; evaluate and predict take the model's) GLUE: cola sst2 mrpc stsb qqp mnli qnli "
+            "rte wnli; squad squad_v2 xquad cmrc2018 conll2003 swag chnsenticorp; your data: classification "
+            "pair-classification regression token-classification qa sentence-embedding"
         ),
     )
     data: list[str] = field(
         default_factory=list,
         metadata=flag_help(
             "a directory with the task's standard file names (train.tsv, dev.tsv, ...), and/or files as "
-            "SPLIT=FILE (train=a.csv dev=b.csv) or bare FILEs taken in split order"
+            "SPLIT=FILE (train=a.csv dev=b.csv) or bare FILEs taken in split order, or hf:NAME[:CONFIG]",
+            required=True,
         ),
     )
-    max_seq_len: int | None = field(
-        default=None, metadata=flag_help("tokens per input incl. [CLS]/[SEP] (default: 128, 384 for QA)")
+    max_length: int | None = field(
+        default=None,
+        metadata=flag_help(
+            "tokens per input incl. [CLS]/[SEP] (default: 128; 384 for QA; 256 for sentence-embedding)", aliases=("max_seq_len",)
+        ),
     )
     text_column: str | None = field(
         default=None, metadata=flag_help("your data: the text column (QA: the question); default text/sentence/...")
@@ -81,8 +85,12 @@ class TaskDataConfig:
     )
     id_column: str | None = field(default=None, metadata=flag_help("your data: a column of example ids"))
     doc_stride: int = field(default=128, metadata=flag_help("QA: context tokens shared by neighbouring windows"))
-    max_query_len: int = field(default=64, metadata=flag_help("QA: questions are cut to this many tokens"))
-    max_answer_len: int = field(default=30, metadata=flag_help("QA: longest answer span, in tokens"))
+    max_question_length: int = field(
+        default=64, metadata=flag_help("QA: questions are cut to this many tokens", min=1, aliases=("max_query_len",))
+    )
+    max_answer_length: int = field(
+        default=30, metadata=flag_help("QA: longest answer span, in tokens", min=1, aliases=("max_answer_len",))
+    )
     n_best: int = field(default=20, metadata=flag_help("QA: start/end candidates per window; n-best list size"))
     null_threshold: float = field(
         default=0.0, metadata=flag_help("SQuAD v2.0: answer empty when null score - best span score > this")
@@ -104,10 +112,8 @@ class TaskDataConfig:
     def validate(self) -> None:
         check_ranges(self)
         _require(
-            (self.max_seq_len is None or 8 <= self.max_seq_len, f"--max-seq-len must be >= 8, got {self.max_seq_len}"),
+            (self.max_length is None or 8 <= self.max_length, f"--max-length must be >= 8, got {self.max_length}"),
             (self.doc_stride >= 0, f"--doc-stride must be >= 0, got {self.doc_stride}"),
-            (self.max_query_len >= 1, f"--max-query-len must be >= 1, got {self.max_query_len}"),
-            (self.max_answer_len >= 1, f"--max-answer-len must be >= 1, got {self.max_answer_len}"),
             (self.n_best >= 1, f"--n-best must be >= 1, got {self.n_best}"),
             (self.eval_batch_size >= 1, f"--eval-batch-size must be >= 1, got {self.eval_batch_size}"),
             (
@@ -123,14 +129,15 @@ class FinetuneConfig(TaskDataConfig):
     model: str | None = field(
         default=None,
         metadata=flag_help(
-            "an HF-format BERT directory (config.json + weights + vocab.txt), or a preset "
-            "tiny|mini|small|medium|base|large for random init (needs --tokenizer)"
+            "an HF-format BERT directory (config.json + weights + vocab.txt) or Hub id, or a preset "
+            "tiny|mini|small|medium|base|large for random init (needs --tokenizer)",
+            required=True,
         ),
     )
     tokenizer: str | None = field(
         default=None, metadata=flag_help("directory or vocab.txt of the tokenizer (default: the model directory)")
     )
-    out: str | None = field(default=None, metadata=flag_help("output directory for the fine-tuned model"))
+    out: str | None = field(default=None, metadata=flag_help("output directory for the fine-tuned model", required=True))
     epochs: float = field(default=3.0, metadata=flag_help("passes over the training data (fractions allowed)"))
     lr: float | None = field(
         default=None,
@@ -161,10 +168,11 @@ class FinetuneConfig(TaskDataConfig):
     )
     save_best: bool = field(default=True, metadata=flag_help("keep the checkpoint with the best dev score (else the last one)"))
     overwrite: bool = field(default=False, metadata=flag_help("allow writing into a non-empty --out"))
-    precision: Literal["auto", "fp32", "bf16", "fp16"] = field(
+    dtype: Literal["auto", "fp32", "bf16", "fp16"] = field(
         default="auto",
         metadata=flag_help(
-            "autocast number format; auto: bf16 on GPUs and AMX CPUs, fp16 on older GPUs, else fp32 (as `pretrain`)"
+            "number format (autocast); auto: bf16 on GPUs and AMX CPUs, fp16 on older GPUs, else fp32 (as `pretrain`)",
+            aliases=("precision",),
         ),
     )
     dropout: float | None = field(
@@ -221,7 +229,7 @@ class FinetuneConfig(TaskDataConfig):
 
 @dataclass
 class EvaluateConfig(TaskDataConfig):
-    model: str | None = field(default=None, metadata=flag_help("a fine-tuned model directory"))
+    model: str | None = field(default=None, metadata=flag_help("a fine-tuned model directory", required=True))
     out: str | None = field(default=None, metadata=flag_help("where to write metrics.json (default: MODEL/eval)"))
     split: str = field(
         default="dev",
@@ -242,6 +250,6 @@ class PredictConfig(EvaluateConfig):
 
 #: fields a fine-tuned directory remembers (finetune_config.json) and evaluate/predict reuse as defaults
 INHERITED_FIELDS = tuple(
-    "task max_seq_len text_column text_pair_column label_column negative_column answer_start_column id_column doc_stride "
-    "max_query_len max_answer_len n_best null_threshold".split()
+    "task max_length text_column text_pair_column label_column negative_column answer_start_column id_column doc_stride "
+    "max_question_length max_answer_length n_best null_threshold".split()
 )

@@ -98,7 +98,7 @@ class TaskRunner:
         self.labels = labels
         self.label2id = {lab: i for i, lab in enumerate(labels)} if labels else None
         self.version_2 = version_2
-        self.max_len = cfg.max_seq_len or spec.default_max_seq_len
+        self.max_len = cfg.max_length or spec.default_max_seq_len
 
     def check_fits(self, config) -> None:
         """The model (`config`) must have a position for every token of an input."""
@@ -123,7 +123,7 @@ class TaskRunner:
             examples,
             max_seq_len=self.max_len,
             doc_stride=self.cfg.doc_stride,
-            max_query_len=self.cfg.max_query_len,
+            max_query_len=self.cfg.max_question_length,
             training=training,
             problems=problems,
         )
@@ -179,7 +179,7 @@ class TaskRunner:
                 [o[0] for o in outputs],
                 [o[1] for o in outputs],
                 n_best=self.cfg.n_best,
-                max_answer_len=self.cfg.max_answer_len,
+                max_answer_len=self.cfg.max_answer_length,
                 version_2=self.version_2,
                 null_threshold=self.cfg.null_threshold,
             )

@@ -51,7 +51,7 @@ from clozeformer.utils.progress import progress_bar
 #: (tensorboard: the flag --report-to replaced)
 RESUME_FREE_FIELDS = set(
     "out resume resume_from progress tensorboard report_to save_every save_every_minutes keep_last eval_every eval_batches "
-    "log_every num_threads max_bad_steps".split()
+    "log_every threads max_bad_steps".split()
 )
 
 
@@ -102,8 +102,8 @@ STEP_SUMS = tuple("mlm_ce mlm_correct nsp_ce nsp_correct rtd_bce rtd_correct ela
 class Trainer:
     def __init__(self, cfg: PretrainConfig, info: distributed.DistInfo):
         self.cfg, self.info = cfg, info
-        if cfg.num_threads:
-            torch.set_num_threads(cfg.num_threads)
+        if cfg.threads:
+            torch.set_num_threads(cfg.threads)
         if cfg.deterministic:
             torch.use_deterministic_algorithms(True)
         self.run_dir, self.data_dir = Path(cfg.out), Path(cfg.data)
@@ -125,7 +125,7 @@ class Trainer:
         model, self.model_source = build_model(cfg, self.manifest, self.data_dir, self.ckpt)
         self.raw = model.to(info.device)
         self.model_cls, self.n_params = type(model), model.num_parameters()
-        self.precision = resolve_precision(cfg.precision, info.device)
+        self.precision = resolve_precision(cfg.dtype, info.device)
         self.tf32 = enable_tf32(cfg.tf32)
         if cfg.fsdp:
             if not info.distributed:
@@ -230,7 +230,7 @@ class Trainer:
             f"batch: {cfg.batch_size} x {cfg.grad_accum} accum x {info.world_size} processes = "
             f"{cfg.batch_size * cfg.grad_accum * info.world_size} sequences, "
             f"{self.tokens_per_step:,} tokens/step{ramp}\n"
-            f"device: {info.device}, precision {self.precision.name}, optimizer {cfg.optimizer} "
+            f"device: {info.device}, dtype {self.precision.name}, optimizer {cfg.optimizer} "
             f"({optimizer_kernel(self.opt)}), {'FSDP2' if cfg.fsdp else 'DDP' if info.distributed else 'single'}"
             f"{', compiled' if cfg.compile else ''}{', TF32' if self.tf32 else ''}, "
             f"{torch.get_num_threads()} CPU threads"
@@ -529,7 +529,7 @@ class Trainer:
         bar.update(1)
         if st.bad_streak >= cfg.max_bad_steps:
             last = ckpt_io.latest_checkpoint(self.run_dir)
-            advice = f"Last good checkpoint: {last or 'none'}. Try a lower --lr, more --warmup-steps or --precision fp32"
+            advice = f"Last good checkpoint: {last or 'none'}. Try a lower --lr, more --warmup-steps or --dtype fp32"
             check_bad_streak(st.bad_streak, st.step, cfg.max_bad_steps, advice)
         return micro, out, rec
 

@@ -46,8 +46,8 @@ def recipe_for(model: str, from_preset: bool) -> Recipe:
 @dataclass
 class PretrainConfig:
     # ------------------------------------------------------------------ what to train on / where
-    data: str | None = field(default=None, metadata=flag_help("prepared data dir (from `clozeformer prepare`)"))
-    out: str | None = field(default=None, metadata=flag_help("run dir: config, metrics.jsonl, checkpoints/"))
+    data: str | None = field(default=None, metadata=flag_help("prepared data dir (from `clozeformer prepare`)", required=True))
+    out: str | None = field(default=None, metadata=flag_help("run dir: config, metrics.jsonl, checkpoints/", required=True))
     # ------------------------------------------------------------------ the model (one of three sources)
     model: str = field(default="tiny", metadata=flag_help("architecture preset", choices=list(PRESETS)))
     model_config: str | None = field(
@@ -149,9 +149,12 @@ class PretrainConfig:
         default=MAX_BAD_STEPS, metadata=flag_help("stop after this many consecutive steps with a NaN/Inf loss or gradient")
     )
     # ------------------------------------------------------------------ hardware
-    precision: Literal["auto", "fp32", "bf16", "fp16"] = field(
+    dtype: Literal["auto", "fp32", "bf16", "fp16"] = field(
         default="auto",
-        metadata=flag_help("auto: bf16 on CUDA with bf16 and on AMX CPUs, fp16 + GradScaler on older GPUs, else fp32"),
+        metadata=flag_help(
+            "number format (autocast); auto: bf16 on CUDA with bf16 and on AMX CPUs, fp16 + GradScaler on older GPUs, else fp32",
+            aliases=("precision",),
+        ),
     )
     compile: bool = field(
         default=False, metadata=flag_help("torch.compile the model (for GPUs; on CPU it measured slower for tiny, BENCHMARKS.md)")
@@ -159,7 +162,7 @@ class PretrainConfig:
     tf32: bool = field(default=True, metadata=flag_help("TF32 matmuls on Ampere+ GPUs"))
     fsdp: bool = field(default=False, metadata=flag_help("shard params/grads/optimizer with FSDP2 instead of DDP"))
     deterministic: bool = field(default=False, metadata=flag_help("torch.use_deterministic_algorithms"))
-    num_threads: int | None = field(default=None, metadata=flag_help("torch CPU threads per process"))
+    threads: int | None = field(default=None, metadata=flag_help("torch CPU threads per process", aliases=("num_threads",)))
     seed: int = field(default=0, metadata=flag_help("seed for init, dropout and data order", **SEED_RANGE))
     # ------------------------------------------------------------------ evaluation, logging, checkpoints
     eval_every: int = field(default=0, metadata=flag_help("evaluate on the val split every N steps (0 = at the end)"))

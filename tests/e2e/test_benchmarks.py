@@ -15,7 +15,7 @@ import pytest
 import torch
 from synthetic import REPO, make_data_dir, run_script, write_corpus
 
-FIXTURES = Path(__file__).parent / "fixtures"
+FIXTURES = Path(__file__).parents[1] / "fixtures"
 
 pytestmark = pytest.mark.e2e
 

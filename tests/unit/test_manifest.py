@@ -14,7 +14,7 @@ from clozeformer.utils.errors import ClozeformerError
 
 # Written by `prepare` before the Manifest class existed (commit b16cf88): nsp, static masking,
 # dupe factor 2, 4 train shards and 1 val shard.
-FIXTURE = Path(__file__).parent / "fixtures" / "manifest_v1.json"
+FIXTURE = Path(__file__).parents[1] / "fixtures" / "manifest_v1.json"
 
 
 @pytest.fixture

@@ -24,7 +24,7 @@ FILLER = "the a of and to in is was it on for with as at by this that from or".s
 TAGS_WORDS = {"paris": "LOC", "london": "LOC", "alice": "PER", "bob": "PER"}
 COLORS = ["red", "blue", "green"]
 SPECIALS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
-FIXTURES = Path(__file__).parent / "fixtures"
+FIXTURES = Path(__file__).parents[1] / "fixtures"
 WORDS = sorted(set(FILLER + list(TAGS_WORDS) + COLORS + ["good", "bad", "up", "what", "color", "?", "yes", "no"]))
 
 # hidden 32, 2 layers, 2 heads: small enough to learn a keyword rule in ~100 steps on 1 core
@@ -196,7 +196,7 @@ def test_token_classification_end_to_end(tmp_path):
             lines += [f"{w} NN O {t}" for w, t in zip(words, tags)] + [""]
         (data / ("train.txt" if split == "train" else "valid.txt")).write_text("\n".join(lines))
     out = tmp_path / "out"
-    finetune("conll2003", data, vocab, out, epochs=3, max_seq_len=32)
+    finetune("conll2003", data, vocab, out, epochs=3, max_length=32)
     scores = metrics_of(out)["best"]["scores"]["dev"]
     assert scores["f1"] >= 0.95, scores
     cfg = json.loads((out / "config.json").read_text())
@@ -208,7 +208,7 @@ def test_token_classification_end_to_end(tmp_path):
     run(["predict", "--model", str(out), "--data", str(data), "--out", str(tmp_path / "p"), "--threads", "1"])
     got = (tmp_path / "p" / "predictions_test.txt").read_text().split("\n")
     assert got[:5] == ["alice B-PER", "was O", "in O", "paris B-LOC", ""]
-    # a sentence three windows long (max_seq_len 32): predict reads it in the `ner` pipeline's
+    # a sentence three windows long (max_length 32): predict reads it in the `ner` pipeline's
     # windows and labels every word (no truncation to O), the same labels as the pipeline
     from clozeformer.infer.pipelines import pipeline
 
@@ -248,7 +248,7 @@ def _qa_article(rng: random.Random, n: int, impossible_every: int = 0) -> list[d
 
 @pytest.mark.parametrize("version", ["v1.1", "v2.0"])
 def test_question_answering_end_to_end(tmp_path, version):
-    """Contexts longer than the window (max_seq_len 24): exercises windows + n-best + offsets."""
+    """Contexts longer than the window (max_length 24): exercises windows + n-best + offsets."""
     from clozeformer.modeling.bert import BertForQuestionAnswering
 
     rng = random.Random(3)
@@ -261,7 +261,7 @@ def test_question_answering_end_to_end(tmp_path, version):
         doc = {"version": version, "data": _qa_article(rng, n, every)}
         (data / f"{split}-{version}.json").write_text(json.dumps(doc))
     out = tmp_path / "out"
-    finetune(task, data, vocab, out, epochs=4, max_seq_len=24, doc_stride=8, max_query_len=8)
+    finetune(task, data, vocab, out, epochs=4, max_length=24, doc_stride=8, max_question_length=8)
     m = metrics_of(out)
     assert m["train_features"] > 2 * m["train_examples"]  # contexts span several windows
     scores = m["best"]["scores"]["dev"]
@@ -331,7 +331,7 @@ def test_multiple_choice_swag_end_to_end(tmp_path):
                 s1, s2 = " ".join(sentence(rng, 4)), "it"
                 w.writerow([i, f"anetv_{i}", i, f"{s1} {s2}", s1, s2, "gold", *endings, label])
     out = tmp_path / "out"
-    finetune("swag", data, vocab, out, epochs=4, max_seq_len=24)
+    finetune("swag", data, vocab, out, epochs=4, max_length=24)
     assert metrics_of(out)["best"]["scores"]["dev"]["accuracy"] >= 0.9
     ids = torch.tensor([[[2, 5, 3, 6, 3], [2, 5, 3, 7, 3]]])  # (B=1, C=2, T=5)
     hf_logits_match(out, "AutoModelForMultipleChoice", BertForMultipleChoice, {"input_ids": ids})
@@ -422,7 +422,7 @@ def test_mnli_two_dev_sets_submissions_and_config_file(tmp_path):
     m = metrics_of(out)
     assert m["epochs"] == 2 and set(m["best"]["scores"]) == {"dev_matched", "dev_mismatched"}
     saved = json.loads((out / "finetune_config.json").read_text())
-    assert saved["batch_size"] == 2 and saved["max_seq_len"] == 48 and saved["epochs"] == 2
+    assert saved["batch_size"] == 2 and saved["max_length"] == 48 and saved["epochs"] == 2
     run(cli_args("predict", model=out, data=mnli, out=tmp_path / "p", threads=1))
     for name in ("MNLI-m.tsv", "MNLI-mm.tsv", "AX.tsv"):
         rows = (tmp_path / "p" / name).read_text().splitlines()
@@ -433,7 +433,7 @@ def test_custom_qa_with_unanswerable_rows_uses_squad_v2(tmp_path):
     out = tmp_path / "out"
     qa = FIXTURES / "task_custom" / "qa.jsonl"
     argv = cli_args("finetune", task="qa", data=[f"train={qa}", f"dev={qa}"], tokenizer=FIXTURES / "task_vocab.txt", out=out)
-    run(argv + cli_args(model="tiny", epochs=1, max_seq_len=64, max_query_len=16, threads=1))
+    run(argv + cli_args(model="tiny", epochs=1, max_length=64, max_question_length=16, threads=1))
     assert json.loads((out / "config.json").read_text())["qa_version_2"] is True
     scores = metrics_of(out)["best"]["scores"]["dev"]
     assert {"exact", "f1", "HasAns_exact", "NoAns_exact"} <= set(scores)

@@ -144,7 +144,7 @@ def test_prepare_and_tokenizer_train_stream_a_dataset(tmp_path, infer_tok):
     assert len(docs) == 40 and docs[0].units == ["document 0 about a cat .", "it sat on the mat number 0 ."]
     tok = tmp_path / "tok"
     infer_tok.save(tok)
-    argv = ["prepare", "--input", f"hf:{corpus}", "--tokenizer", str(tok), "--out", str(tmp_path / "data"), "--seq-len", "32"]
+    argv = ["prepare", "--input", f"hf:{corpus}", "--tokenizer", str(tok), "--out", str(tmp_path / "data"), "--max-length", "32"]
     assert cli_main([*argv, "--min-doc-chars", "0", "--val-fraction", "0"]) == 0
     manifest = Manifest.read(tmp_path / "data")
     assert manifest.documents.train == 40 and manifest.num_train > 0
@@ -325,7 +325,7 @@ def test_ner_and_swag_dataset_errors(tmp_path, capsys, infer_tok):
 
 def test_finetune_evaluate_predict_conll2003_from_a_dataset(tmp_path, infer_tok):
     ner = conll2003(tmp_path / "ner")
-    out, metrics = finetune(tmp_path, infer_tok, "conll2003", ner, "--epochs", "2", "--max-seq-len", "32", "--batch-size", "8")
+    out, metrics = finetune(tmp_path, infer_tok, "conll2003", ner, "--epochs", "2", "--max-length", "32", "--batch-size", "8")
     assert metrics["train_examples"] == len(NER_SPLITS["train"]) and metrics["steps"] == 6
     assert metrics["labels"] == list(CONLL2003_TAGS)  # the task's fixed tag set, in the Hub's numbering
     dev = metrics["best"]["scores"]["dev"]
@@ -346,7 +346,7 @@ def test_finetune_evaluate_predict_conll2003_from_a_dataset(tmp_path, infer_tok)
 
 def test_finetune_and_evaluate_swag_from_a_dataset(tmp_path, infer_tok):
     sw = swag(tmp_path / "swag")
-    out, metrics = finetune(tmp_path, infer_tok, "swag", sw, "--epochs", "1", "--max-seq-len", "24", "--batch-size", "8")
+    out, metrics = finetune(tmp_path, infer_tok, "swag", sw, "--epochs", "1", "--max-length", "24", "--batch-size", "8")
     assert metrics["train_examples"] == 24 and metrics["steps"] == 3 and metrics["labels"] is None
     dev = metrics["best"]["scores"]["dev"]
     assert 0 <= dev["accuracy"] <= 1 and metrics["eval_examples"] == {"dev": 8}

@@ -41,9 +41,9 @@ COMMON = [
     "--keep-last",
     "10",
     "--no-progress",
-    "--num-threads",
+    "--threads",
     "1",
-    "--precision",  # `auto` is bf16 on CPUs with AMX; the trajectories are compared to 1e-5
+    "--dtype",  # `auto` is bf16 on CPUs with AMX; the trajectories are compared to 1e-5
     "fp32",
 ]
 

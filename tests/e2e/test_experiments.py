@@ -17,7 +17,7 @@ from clozeformer.commands.cli import main as cli_main
 
 pytestmark = pytest.mark.e2e  # subprocesses, kills, servers: the full suite, not the fast one
 
-FIXTURES = Path(__file__).parent / "fixtures"
+FIXTURES = Path(__file__).parents[1] / "fixtures"
 
 
 @pytest.fixture(scope="module")
@@ -50,7 +50,7 @@ def experiment(name: str, corpus_data: dict, data: str | None = "packed", **flag
 def test_experiment_runs_and_reports(corpus_data, tmp_path, name, data):
     out = tmp_path / name
     argv = experiment(name, corpus_data, data, tasks="sst2", model="tiny", budget_minutes="0.03", finetune_minutes="0.05")
-    argv += cli_args(finetune_epochs=1, seeds=2, batch_size=8, precision="fp32", out=out)
+    argv += cli_args(finetune_epochs=1, seeds=2, batch_size=8, dtype="fp32", out=out)
     assert cli_main(argv) == 0
     result = json.loads((out / "results.json").read_text())
     assert len(result["scores"]) == 2
@@ -58,7 +58,7 @@ def test_experiment_runs_and_reports(corpus_data, tmp_path, name, data):
     ft_configs = list((out / "finetune").glob("*/finetune_config.json"))
     pre_configs = list(out.glob("pretrain*/pretrain_config.json"))
     assert ft_configs and pre_configs
-    assert {json.loads(f.read_text())["precision"] for f in ft_configs + pre_configs} == {"fp32"}
+    assert {json.loads(f.read_text())["dtype"] for f in ft_configs + pre_configs} == {"fp32"}
     for variant, per_task in result["scores"].items():
         assert len(per_task["sst2"]) == 2 and all(0.0 <= s <= 1.0 for s in per_task["sst2"]), variant
     md = (out / "results.md").read_text()

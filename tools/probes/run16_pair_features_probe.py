@@ -1,6 +1,6 @@
 """Run 16's probe: GLUE pair tasks with the two segments pooled apart. Not part of the package.
 
-    python docs/experiments/run16_pair_features_probe.py GLUE_DIR TASK MODE MODEL_DIR SEED [--epochs 10]
+    python tools/probes/run16_pair_features_probe.py GLUE_DIR TASK MODE MODEL_DIR SEED [--epochs 10]
 
 TASK is stsb, mrpc, rte or qnli (GLUE_DIR/STS-B, ... as `clozeformer finetune` reads them).
 The pair is encoded as `finetune` encodes it (`[CLS] A [SEP] B [SEP]`, token types 0 / 1,

@@ -290,7 +290,7 @@ def test_each_form_and_loss_learns_the_association(tmp_path, vocab, form, flags,
 @pytest.mark.parametrize("pooling, normalize", [("mean", True), ("cls", False), ("max", True)])
 def test_the_output_is_a_sentence_transformers_directory(tmp_path, vocab, pooling, normalize):
     st = pytest.importorskip("sentence_transformers")
-    finetune(tmp_path, vocab, "pairs", "out", epochs=1, max_seq_len=12, pooling=pooling, no_normalize=not normalize or None)
+    finetune(tmp_path, vocab, "pairs", "out", epochs=1, max_length=12, pooling=pooling, no_normalize=not normalize or None)
     out = tmp_path / "out"
     modules = json.loads((out / "modules.json").read_text())
     chain = ["Transformer", "Pooling"] + ["Normalize"] * normalize

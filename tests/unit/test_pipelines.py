@@ -36,7 +36,7 @@ from clozeformer.modeling.bert import (
 from clozeformer.modeling.config import BertConfig
 from clozeformer.utils.errors import ClozeformerError
 
-FIXTURES = Path(__file__).parent / "fixtures"
+FIXTURES = Path(__file__).parents[1] / "fixtures"
 NER_LABELS = {0: "O", 1: "B-PER", 2: "I-PER", 3: "B-LOC", 4: "I-LOC"}
 ZH = "我昨天去了[MASK][MASK]，买了一件红色的外套。"
 
@@ -472,7 +472,7 @@ def test_cli_fill_mask_and_classify(dirs, tmp_path, capsys):
     src.write_text('{"id": 7, "text": "good movie"}\n\n{"text": "bad", "text_pair": "film"}\n', encoding="utf-8")
     dest = tmp_path / "out.jsonl"
     code, out, err = run_cli(
-        ["classify", "--model", str(dirs["cls"]), "--input", str(src), "--json", "--output", str(dest), "--no-progress"], capsys
+        ["classify", "--model", str(dirs["cls"]), "--input", str(src), "--json", "--out", str(dest), "--no-progress"], capsys
     )
     assert code == 0 and out == ""
     rows = [json.loads(line) for line in dest.read_text(encoding="utf-8").splitlines()]
@@ -606,5 +606,5 @@ def test_prediction_verbs_print_their_config_only_with_verbose(dirs, tmp_path, c
     assert code == 0 and "model" not in err and out.count("\n") == 1
     code, out, err = run_cli(["classify", "--model", str(dirs["cls"]), "good movie", "--verbose"], capsys)
     assert code == 0 and "batch_size" in err and out.count("\n") == 1  # the config on stderr, results alone on stdout
-    code, _, _ = run_cli(["classify", "--model", str(dirs["cls"]), "good movie", "--output", str(tmp_path / "o.txt")], capsys)
+    code, _, _ = run_cli(["classify", "--model", str(dirs["cls"]), "good movie", "--out", str(tmp_path / "o.txt")], capsys)
     assert code == 0 and (tmp_path / "o.txt.config.json").is_file()  # saved either way

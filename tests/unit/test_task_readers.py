@@ -25,7 +25,7 @@ from clozeformer.tasks.task_config import TaskDataConfig
 from clozeformer.tasks.task_runner import check_labels, discover_labels
 from clozeformer.utils.errors import ClozeformerError
 
-FIX = Path(__file__).parent / "fixtures"
+FIX = Path(__file__).parents[1] / "fixtures"
 GLUE = FIX / "task_glue"
 VOCAB = FIX / "task_vocab.txt"
 
@@ -288,7 +288,7 @@ def test_overlong_inputs_are_truncated_and_counted(capsys):
     p = Problems()
     feats = features.encode_text(tok, ex, 6, p, {"0": 0, "1": 1}, regression=False)
     assert max(len(f["input_ids"]) for f in feats) == 6 and p.counts["truncated"] == 2
-    assert "train.tsv:2: input longer than max_seq_len=6" in capsys.readouterr().err
+    assert "train.tsv:2: input longer than max_length=6" in capsys.readouterr().err
 
 
 # ----------------------------------------------------------------------------- user mistakes via the CLI
@@ -331,7 +331,7 @@ def test_cli_errors_are_one_line(tmp_path, capsys):
     msg = cli_error(["finetune", "--task", "sst2", "--data", str(GLUE / "SST-2"), *base, "--lr", "-1"], capsys)
     assert "--lr must be > 0" in msg
     if not __import__("torch").cuda.is_available():
-        msg = cli_error(["finetune", "--task", "sst2", "--data", str(GLUE / "SST-2"), *base, "--precision", "fp16"], capsys)
+        msg = cli_error(["finetune", "--task", "sst2", "--data", str(GLUE / "SST-2"), *base, "--dtype", "fp16"], capsys)
         assert "fp16 needs a CUDA GPU" in msg
     msg = cli_error(["evaluate", "--task", "sst2", "--data", str(GLUE / "SST-2"), "--model", str(tmp_path)], capsys)
     assert "config.json: no such config file" in msg

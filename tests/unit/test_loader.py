@@ -45,7 +45,7 @@ def data(tmp_path_factory) -> dict[str, Path]:
                 input=[str(corpus)],
                 tokenizer=str(tok),
                 out=str(out[name]),
-                seq_len=24,
+                max_length=24,
                 workers=0,
                 min_doc_chars=0,
                 val_fraction=0.1,

@@ -74,9 +74,7 @@ FLAG_VALUES = st.one_of(
 
 @SETTINGS
 @given(
-    st.sampled_from(
-        ["--lr", "--epochs", "--seed", "--batch-size", "--warmup-ratio", "--max-seq-len", "--dropout", "--report-to"]
-    ),
+    st.sampled_from(["--lr", "--epochs", "--seed", "--batch-size", "--warmup-ratio", "--max-length", "--dropout", "--report-to"]),
     FLAG_VALUES,
 )
 def test_any_finetune_flag_value_is_accepted_or_one_error_line(capsys, flag, value):

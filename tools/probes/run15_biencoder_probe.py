@@ -1,7 +1,7 @@
 """Run 15's probe: STS-B with a bi-encoder (each sentence encoded alone, mean-pooled, cosine),
 against the cross-encoder that `clozeformer finetune` trains. Not part of the package.
 
-    python docs/experiments/run15_biencoder_probe.py STSB_DIR MODEL_DIR [MODEL_DIR ...] [--epochs 10] [--seeds 3]
+    python tools/probes/run15_biencoder_probe.py STSB_DIR MODEL_DIR [MODEL_DIR ...] [--epochs 10] [--seeds 3]
 
 It prints the dev Spearman of a word-overlap baseline (Jaccard of the lowercased word sets), then
 for each model directory the zero-shot dev Spearman (no training) and, per seed, the

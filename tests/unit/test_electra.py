@@ -164,7 +164,7 @@ def cfg_for(data_dir: Path, out: Path, **kw) -> PretrainConfig:
         warmup_steps=5,
         progress=False,
         report_to=["none"],
-        precision="fp32",  # auto is bf16 on AMX CPUs; the thresholds below are for fp32
+        dtype="fp32",  # auto is bf16 on AMX CPUs; the thresholds below are for fp32
     )
     return PretrainConfig(**{**base, **kw})
 

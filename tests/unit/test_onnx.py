@@ -27,7 +27,7 @@ from clozeformer.modeling.bert import (  # noqa: E402
 from clozeformer.modeling.config import BertConfig  # noqa: E402
 from clozeformer.utils.errors import ClozeformerError  # noqa: E402
 
-FIXTURES = Path(__file__).parent / "fixtures"
+FIXTURES = Path(__file__).parents[1] / "fixtures"
 CLASSES = {
     "BertModel": BertModel,
     "BertForMaskedLM": BertForMaskedLM,

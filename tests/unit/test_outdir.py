@@ -101,7 +101,7 @@ def verbs(corpus: Path, out: Path) -> dict[str, list[str]]:
             text,
             "--tokenizer",
             str(corpus / "tok"),
-            "--seq-len",
+            "--max-length",
             "32",
             "--no-progress",
             "--out",

@@ -34,7 +34,7 @@ def data(tmp_path_factory) -> dict[str, Path]:
 def cfg_for(data_dir: Path, out: Path, **kw) -> PretrainConfig:
     # fp32 unless a test asks otherwise: `auto` is bf16 on CPUs with AMX, and these tests compare losses closely
     base = dict(data=str(data_dir), out=str(out), model="tiny", batch_size=8, lr=1e-3, progress=False, report_to=["none"])
-    base["precision"] = "fp32"
+    base["dtype"] = "fp32"
     return PretrainConfig(**{**base, **kw})
 
 
@@ -348,7 +348,7 @@ def test_precision_choice(monkeypatch):
 
 def test_bf16_autocast_runs_on_cpu_and_init_from(data, tmp_path):
     first = tmp_path / "first"
-    pretrain(cfg_for(data["packed"], first, max_steps=2, precision="bf16"))
+    pretrain(cfg_for(data["packed"], first, max_steps=2, dtype="bf16"))
     assert all(r["loss"] == r["loss"] for r in train_records(first))
     ckpt = first / "checkpoints" / "step-000002"
     out = tmp_path / "continued"
@@ -416,7 +416,7 @@ def test_mlm_objective_on_nsp_data_trains_and_evaluates(tmp_path):
                 str(vocab),
                 "--out",
                 str(data),
-                "--seq-len",
+                "--max-length",
                 "32",
                 "--mode",
                 "nsp",

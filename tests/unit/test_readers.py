@@ -12,7 +12,7 @@ import pytest
 from clozeformer.data.readers import CorpusReader, detect_format, expand_inputs, split_sentences
 from clozeformer.utils.errors import ClozeformerError
 
-FIXTURES = Path(__file__).parent / "fixtures"
+FIXTURES = Path(__file__).parents[1] / "fixtures"
 
 
 def docs_of(path, **kw) -> tuple[list[list[str]], CorpusReader]:

@@ -19,7 +19,7 @@ from clozeformer.train.loop import pretrain
 from clozeformer.train.metrics_file import read_metrics
 from clozeformer.train.pretrain_config import PretrainConfig
 
-FIXTURES = Path(__file__).parent / "fixtures"
+FIXTURES = Path(__file__).parents[1] / "fixtures"
 GOLDEN = FIXTURES / "golden_losses.json"
 STEPS = 12
 
@@ -30,7 +30,7 @@ def trace(root: Path) -> list[float]:
     (root / "tok").mkdir()
     shutil.copy(FIXTURES / "infer_vocab.txt", root / "tok" / "vocab.txt")  # a trained vocab is not reproducible
     argv = ["prepare", "--input", str(root / "corpus.txt"), "--tokenizer", str(root / "tok"), "--out", str(root / "data")]
-    assert cli_main([*argv, "--seq-len", "32", "--val-fraction", "0.05", "--no-progress"]) == 0
+    assert cli_main([*argv, "--max-length", "32", "--val-fraction", "0.05", "--no-progress"]) == 0
     cfg = PretrainConfig(
         data=str(root / "data"),
         out=str(root / "run"),
@@ -39,8 +39,8 @@ def trace(root: Path) -> list[float]:
         max_steps=STEPS,
         warmup_steps=3,
         seed=0,
-        num_threads=1,
-        precision="fp32",  # the trace is fp32's; `auto` would be bf16 on CPUs with AMX
+        threads=1,
+        dtype="fp32",  # the trace is fp32's; `auto` would be bf16 on CPUs with AMX
         eval_every=0,
         progress=False,
         report_to=["none"],

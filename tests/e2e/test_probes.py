@@ -1,4 +1,4 @@
-"""Smoke tests: the probe scripts in docs/experiments (runs 14-16 of docs/EXPERIMENTS.md) run end
+"""Smoke tests: the probe scripts in tools/probes (runs 14-16 of docs/EXPERIMENTS.md) run end
 to end on a tiny model and the GLUE fixtures, so the commands that document those runs keep
 working when the package they import changes. The numbers need the real data; these tests check
 that each script prints its result lines with well-formed scores."""
@@ -15,13 +15,13 @@ from synthetic import REPO, make_data_dir, run_script, save_tiny
 
 from clozeformer.modeling.bert import BertModel
 
-GLUE = Path(__file__).parent / "fixtures" / "task_glue"
+GLUE = Path(__file__).parents[1] / "fixtures" / "task_glue"
 
 pytestmark = pytest.mark.e2e
 
 
 def run_probe(name: str, *args: str, env: dict | None = None) -> str:
-    return run_script(REPO / "docs" / "experiments" / name, *args, env=env)
+    return run_script(REPO / "tools" / "probes" / name, *args, env=env)
 
 
 @pytest.fixture(scope="module")

@@ -47,7 +47,7 @@ RUN_FLAGS = [
     "--keep-last",
     "10",
     "--no-progress",
-    "--num-threads",
+    "--threads",
     "1",
     "--dropout",
     "0.1",

@@ -83,8 +83,8 @@ def test_output_paths_that_cannot_be_written_are_one_error_line(tmp_path, capsys
     corpus = tmp_path / "c.txt"
     corpus.write_text("some text here\n")
     cases = {
-        "classify --output DIR": ["classify", "--model", model, "hi", "--output", tmp_path],
-        "embed --output under a file": ["embed", "--model", model, "hi", "--output", under],
+        "classify --out DIR": ["classify", "--model", model, "hi", "--out", tmp_path],
+        "embed --out under a file": ["embed", "--model", model, "hi", "--out", under],
         "embed --build-index under a file": ["embed", "--model", model, "hi", "--build-index", under],
         "export --onnx DIR": ["export", "--model", model, "--onnx", tmp_path],
         "export --onnx under a file": ["export", "--model", model, "--onnx", under],
@@ -114,3 +114,39 @@ def test_importing_the_package_loads_nothing_heavy_and_exports_the_public_names(
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert done.returncode == 0 and done.stdout.strip() == "ok", done.stderr
+
+
+def test_old_flag_names_still_work_for_one_release(tmp_path, capsys):
+    """One name per concept (--max-length, --threads, --dtype, --out, --max-question-length,
+    --max-answer-length); the old names are hidden aliases that say what they became, in flags,
+    config files and a fine-tuned model's saved settings alike."""
+    import argparse
+
+    from clozeformer.commands.flags import add_config_args, config_from_args
+    from clozeformer.tasks.loading import inherited_values
+    from clozeformer.tasks.task_config import FinetuneConfig
+    from clozeformer.train.pretrain_config import PretrainConfig
+
+    parser = argparse.ArgumentParser()
+    add_config_args(parser, FinetuneConfig)
+    args = parser.parse_args(["--max-seq-len", "64", "--precision", "fp32", "--max-query-len", "9", "--max-answer-len", "7"])
+    cfg = config_from_args(FinetuneConfig, args)
+    assert (cfg.max_length, cfg.dtype, cfg.max_question_length, cfg.max_answer_length) == (64, "fp32", 9, 7)
+    err = capsys.readouterr().err
+    assert "note: --max-seq-len is now --max-length" in err and "note: --precision is now --dtype" in err
+    assert "--max-seq-len" not in parser.format_help()  # hidden
+    parser = argparse.ArgumentParser()
+    add_config_args(parser, PretrainConfig)
+    conf = tmp_path / "c.json"
+    conf.write_text(json.dumps({"num_threads": 2, "precision": "fp32"}))  # an old config file
+    cfg = config_from_args(
+        PretrainConfig,
+        parser.parse_args(["--config", str(conf), "--data", "d", "--out", str(tmp_path / "o"), "--max-steps", "1"]),
+    )
+    assert (cfg.threads, cfg.dtype) == (2, "fp32")
+    model = tmp_path / "m"
+    model.mkdir()
+    (model / "finetune_config.json").write_text(json.dumps({"task": "sst2", "max_seq_len": 48, "max_query_len": 20}))
+    assert inherited_values(str(model)) == {"task": "sst2", "max_length": 48, "max_question_length": 20}
+    assert main(["prepare", "--seq-len", "4", "--input", "x", "--tokenizer", "t", "--out", str(tmp_path / "p")]) == 2
+    assert "--max-length 4: must be between 8 and 65535" in capsys.readouterr().err

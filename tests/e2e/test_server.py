@@ -38,7 +38,7 @@ from clozeformer.utils.errors import ClozeformerError  # noqa: E402
 
 pytestmark = pytest.mark.e2e  # subprocesses, kills, servers: the full suite, not the fast one
 
-FIXTURES = Path(__file__).parent / "fixtures"
+FIXTURES = Path(__file__).parents[1] / "fixtures"
 
 
 class ServerProcess:

@@ -3,7 +3,7 @@
 Not part of the package: the changes lost at equal steps and equal time, so the model has no
 option for them. The script patches model.py's classes, then runs the CLI in the same process:
 
-    PROBE=preln,geglu,nobias python docs/experiments/run14_modern_probe.py pretrain ...   # pretrain's flags
+    PROBE=preln,geglu,nobias python tools/probes/run14_modern_probe.py pretrain ...   # pretrain's flags
 
 - preln: LayerNorm before attention and FFN (residual stream un-normalised), one final LayerNorm
   after the last layer; the embedding LayerNorm stays (as in ModernBERT).

@@ -14,7 +14,7 @@ from clozeformer.commands.cli import main as cli_main
 from clozeformer.modeling.tokenizer import Tokenizer, check_vocab_fits, infer_lowercase
 from clozeformer.utils.errors import ClozeformerError
 
-FIXTURES = Path(__file__).parent / "fixtures"
+FIXTURES = Path(__file__).parents[1] / "fixtures"
 UNCASED = FIXTURES / "tok_vocab.txt"
 CASED = FIXTURES / "tok_vocab_cased.txt"
 
