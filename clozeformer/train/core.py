@@ -73,7 +73,9 @@ def adamw(
 class Schedule:
     """lr multiplier for the update with 0-based index `step`.
 
-    warmup: (step + 1) / warmup_steps, so the first update already moves the weights.
+    warmup: (step + 1) / warmup_steps, so the first update already moves the weights; with
+    `warmup_ratio`, warmup_steps is that fraction of `total` (while `total` is unknown, at the start of
+    a time budget, the multiplier is 0).
     decay: progress p = (step - warmup) / (total - warmup) in [0, 1]; linear 1 - p, cosine
     (1 + cos(pi p)) / 2, both rescaled to end at `min_ratio`; constant stays 1. The last update
     of a run (step = total - 1) still has a small positive lr. Without a known `total` (a time
@@ -83,13 +85,19 @@ class Schedule:
     kind: str = "linear"
     warmup_steps: int = 0
     min_ratio: float = 0.0
+    warmup_ratio: float = 0.0  # instead of warmup_steps: this fraction of `total`
 
     def factor(self, step: int, total: int | None) -> float:
-        if step < self.warmup_steps:
-            return (step + 1) / self.warmup_steps
+        warmup = self.warmup_steps
+        if self.warmup_ratio:
+            if total is None:  # a time budget's first steps, before its horizon is estimated: no update yet
+                return 0.0
+            warmup = max(1, math.ceil(self.warmup_ratio * total))
+        if step < warmup:
+            return (step + 1) / warmup
         if self.kind == "constant" or total is None:
             return 1.0
-        p = min(1.0, (step - self.warmup_steps) / max(1, total - self.warmup_steps))
+        p = min(1.0, (step - warmup) / max(1, total - warmup))
         f = 1.0 - p if self.kind == "linear" else 0.5 * (1.0 + math.cos(math.pi * p))
         return self.min_ratio + (1.0 - self.min_ratio) * f
 

@@ -483,7 +483,7 @@ class Trainer:
     def _train(self, budget: Budget, bar: tqdm) -> tuple[str, dict, dict, Path | None]:
         """The steps, evaluations and checkpoints; returns (stopped_by, last train record, last validation, checkpoint)."""
         cfg, st = self.cfg, self.state
-        sched = Schedule(cfg.schedule, cfg.warmup_steps, cfg.min_lr_ratio)
+        sched = Schedule(cfg.schedule, cfg.warmup_steps or 0, cfg.min_lr_ratio, warmup_ratio=cfg.warmup_ratio or 0.0)
         clock, first_step = (time.monotonic(), st.elapsed_s), st.step  # this session's start, on both clocks
         it, rec, val, stopped_by, last_saved, micro = iter(self.loader), {}, {}, "budget", None, []
         self.raw.train()
@@ -568,7 +568,7 @@ class Trainer:
             "pretraining data": f"{cfg.data} ({m.train_tokens:,} training tokens, sequences of {m.seq_len}, "
             f"vocabulary {m.vocab_size:,})",
             "trained": f"{st.step:,} steps, {st.tokens:,} tokens, {st.elapsed_s / 60:.1f} minutes",
-            "recipe": f"lr {cfg.lr:g}, {cfg.warmup_steps} warmup steps, batch {cfg.batch_size} x {cfg.grad_accum} accumulation"
+            "recipe": f"lr {cfg.lr:g}, {cfg.warmup_text()}, batch {cfg.batch_size} x {cfg.grad_accum} accumulation"
             + (f" (ramped over {cfg.batch_ramp_steps} steps)" if cfg.batch_ramp_steps else ""),
             f"validation at step {getattr(self, 'last_val', {}).get('step')}": val or None,
         }

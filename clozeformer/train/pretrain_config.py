@@ -23,9 +23,11 @@ class Recipe:
     """What a run uses for the knobs it leaves unset (None): the measured best for its model size."""
 
     lr: float
-    warmup_steps: int
+    warmup_steps: int | None  # None: warmup_ratio of the run's steps
     dropout: float | None  # None: the model config's own (0.1 for the presets)
     position_embedding_type: str | None  # None: the model config's own (--model-config / --init-from)
+    warmup_ratio: float | None = None
+    eval_every: int = 0  # 0: evaluate at the end only
 
 
 #: Small models trained from scratch on a small budget (docs/EXPERIMENTS.md, run 4, issue 11):
@@ -33,9 +35,10 @@ class Recipe:
 #: thousands; a high peak lr with a short warmup and no dropout (as in Cramming, Geiping &
 #: Goldstein 2022) use the few steps there are.
 SMALL_BUDGET = Recipe(lr=2e-3, warmup_steps=300, dropout=0.0, position_embedding_type="rotary")
-#: BERT's own recipe (Devlin et al.): absolute positions, lr 1e-4, the config's dropout. Used for
+#: BERT's own recipe (Devlin et al.): absolute positions, lr 1e-4, the config's dropout, warmup over
+#: the first 1% of the steps (BERT: 10,000 of 1,000,000), validation every 2,000 steps. Used for
 #: the larger presets and whenever the architecture comes from --model-config or --init-from.
-BERT_RECIPE = Recipe(lr=1e-4, warmup_steps=0, dropout=None, position_embedding_type=None)
+BERT_RECIPE = Recipe(lr=1e-4, warmup_steps=None, dropout=None, position_embedding_type=None, warmup_ratio=0.01, eval_every=2000)
 RECIPES: dict[str, Recipe] = {"tiny": SMALL_BUDGET, "mini": SMALL_BUDGET}
 
 
@@ -141,7 +144,16 @@ class PretrainConfig:
     )
     warmup_steps: int | None = field(
         default=None,
-        metadata=flag_help("linear warmup steps; unset: the recipe's (300 for tiny/mini, else 0; BERT used 10k of 1M)"),
+        metadata=flag_help(
+            "linear warmup steps; unset: the recipe's (300 for tiny/mini; else --warmup-ratio of the run, BERT's 1%)"
+        ),
+    )
+    warmup_ratio: float | None = field(
+        default=None,
+        metadata=flag_help(
+            "warmup as a fraction of the run's steps, when --warmup-steps is unset (a time budget's steps as estimated); "
+            "unset: the recipe's (0.01 for small..large, as BERT's 10k of 1M)"
+        ),
     )
     min_lr_ratio: float = field(default=0.0, metadata=flag_help("lr floor for the decay, as a fraction of --lr"))
     max_grad_norm: float = field(default=1.0, metadata=flag_help("clip the global grad norm (0 = off)"))
@@ -165,7 +177,12 @@ class PretrainConfig:
     threads: int | None = field(default=None, metadata=flag_help("torch CPU threads per process", aliases=("num_threads",)))
     seed: int = field(default=0, metadata=flag_help("seed for init, dropout and data order", **SEED_RANGE))
     # ------------------------------------------------------------------ evaluation, logging, checkpoints
-    eval_every: int = field(default=0, metadata=flag_help("evaluate on the val split every N steps (0 = at the end)"))
+    eval_every: int | None = field(
+        default=None,
+        metadata=flag_help(
+            "evaluate on the val split every N steps (0 = at the end); unset: the recipe's (end for tiny/mini, else 2000)"
+        ),
+    )
     eval_batches: int | None = field(default=None, metadata=flag_help("cap on val batches per evaluation"))
     log_every: int = field(default=1, metadata=flag_help("write a metrics.jsonl line every N steps"))
     save_every: int = field(default=0, metadata=flag_help("checkpoint every N steps (0 = off)"))
@@ -180,6 +197,13 @@ class PretrainConfig:
     resume_from: str | None = field(default=None, metadata=flag_help("resume from this checkpoint dir"))
     progress: bool = field(default=True, metadata=flag_help("tqdm progress bar"))
     report_to: list[str] | None = field(default=None, metadata=flag_help(REPORT_TO_HELP))
+
+    def warmup_text(self) -> str:
+        return (
+            f"{self.warmup_steps} warmup steps"
+            if self.warmup_steps is not None
+            else f"warmup over {self.warmup_ratio:.0%} of the steps"
+        )
 
     def __post_init__(self) -> None:
         def bad(msg: str) -> ClozeformerError:
@@ -201,9 +225,11 @@ class PretrainConfig:
             )
         # The recipe fills what the user left unset; the resolved values are printed and saved.
         recipe = recipe_for(self.model, from_preset=not (self.model_config or self.init_from))
-        for name in ("lr", "warmup_steps", "dropout", "position_embedding_type"):
+        for name in ("lr", "dropout", "position_embedding_type", "eval_every"):
             if getattr(self, name) is None:
                 setattr(self, name, getattr(recipe, name))
+        if self.warmup_steps is None and self.warmup_ratio is None:
+            self.warmup_steps, self.warmup_ratio = recipe.warmup_steps, recipe.warmup_ratio
         if self.max_steps is None and self.max_tokens is None and self.max_time is None:
             raise bad("set a budget: --max-steps, --max-tokens and/or --max-time")
 
@@ -216,7 +242,8 @@ class PretrainConfig:
         for name in ("batch_size", "grad_accum", "log_every", "keep_last", "max_bad_steps"):
             fail_if(getattr(self, name) < 1, name, ">= 1")
         for name in ("eval_every", "save_every", "warmup_steps", "batch_ramp_steps"):
-            fail_if(getattr(self, name) < 0, name, ">= 0")
+            fail_if(getattr(self, name) is not None and getattr(self, name) < 0, name, ">= 0")
+        fail_if(self.warmup_ratio is not None and not 0.0 <= self.warmup_ratio < 1.0, "warmup_ratio", "in [0, 1)")
         if self.batch_ramp_steps and self.grad_accum < 2:
             raise bad("--batch-ramp-steps grows the micro-batches per step up to --grad-accum; set --grad-accum >= 2")
         fail_if(self.lr <= 0, "lr", "positive")

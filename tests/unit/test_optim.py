@@ -179,3 +179,25 @@ def test_finetune_and_pretrain_share_one_warmup_convention():
     assert optimizer_kernel(opt) == "fused"
     decayed, plain = opt.param_groups
     assert all(p.dim() == 1 for p in plain["params"]) and plain["weight_decay"] == 0.0
+
+
+def test_warmup_as_a_fraction_of_the_run():
+    """BERT's recipe warms up over 1% of the run (10k of 1M steps): the warmup follows the horizon;
+    before a time budget's horizon is known the multiplier is 0 (no update on a guess)."""
+    s = Schedule("linear", warmup_ratio=0.01)
+    assert [s.factor(i, 1000) for i in (0, 4, 9)] == [0.1, 0.5, 1.0]  # 10 warmup steps of 1,000
+    assert s.factor(10, 1000) == 1.0 and s.factor(999, 1000) == pytest.approx(1 / 990)
+    assert s.factor(0, 200) == 0.5  # a shorter run: 2 warmup steps
+    assert s.factor(0, None) == 0.0
+    assert Schedule("linear", warmup_steps=3).factor(0, None) == pytest.approx(1 / 3)  # a fixed warmup needs no horizon
+
+
+def test_pretraining_recipes_warm_up_and_validate_by_size():
+    from clozeformer.train.pretrain_config import PretrainConfig
+
+    base = PretrainConfig(data="d", out="o", model="base", max_steps=100_000)
+    assert (base.warmup_steps, base.warmup_ratio, base.eval_every) == (None, 0.01, 2000)
+    tiny = PretrainConfig(data="d", out="o", model="tiny", max_steps=100)
+    assert (tiny.warmup_steps, tiny.warmup_ratio, tiny.eval_every) == (300, None, 0)
+    mine = PretrainConfig(data="d", out="o", model="base", max_steps=100, warmup_steps=7, eval_every=0)
+    assert (mine.warmup_steps, mine.warmup_ratio, mine.eval_every) == (7, None, 0)  # given values win

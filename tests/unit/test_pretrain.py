@@ -114,8 +114,8 @@ def test_recipe_fills_what_the_user_left_unset():
 
     assert resolved(model="tiny") == (2e-3, 300, 0.0, "rotary")  # the small-budget recipe (issue 11)
     assert resolved(model="mini") == (2e-3, 300, 0.0, "rotary")
-    assert resolved(model="base") == (1e-4, 0, None, "absolute")  # BERT's
-    assert resolved(model="tiny", init_from="ckpt") == (1e-4, 0, None, None)  # the checkpoint decides
+    assert resolved(model="base") == (1e-4, None, None, "absolute")  # BERT's (warmup: 1% of the run)
+    assert resolved(model="tiny", init_from="ckpt") == (1e-4, None, None, None)  # the checkpoint decides
     assert resolved(model="tiny", lr=5e-4, warmup_steps=7, dropout=0.1, position_embedding_type="absolute") == (
         5e-4,
         7,
