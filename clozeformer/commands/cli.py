@@ -18,6 +18,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import sys
+from typing import Any
 
 from clozeformer import __version__
 from clozeformer.commands.flags import add_config_args, config_from_args
@@ -76,6 +77,18 @@ def _top_parser() -> argparse.ArgumentParser:
     return p
 
 
+def verb_parser(verb: str) -> tuple[Any, argparse.ArgumentParser]:
+    """The verb's module (imported now) and its argument parser."""
+    module_name, help_ = COMMANDS[verb]
+    module = importlib.import_module(module_name)
+    parser = argparse.ArgumentParser(prog=f"clozeformer {verb}", description=help_)
+    if hasattr(module, "add_arguments"):
+        module.add_arguments(parser)
+    else:
+        add_config_args(parser, getattr(module, "CONFIG", None), positional=getattr(module, "POSITIONAL", ()))
+    return module, parser
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     top = _top_parser()
@@ -91,14 +104,8 @@ def main(argv: list[str] | None = None) -> int:
         )
         return 2
     verb = argv[0]
-    module_name, help_ = COMMANDS[verb]
-    module = importlib.import_module(module_name)
-    parser = argparse.ArgumentParser(prog=f"clozeformer {verb}", description=help_)
+    module, parser = verb_parser(verb)
     config = getattr(module, "CONFIG", None)
-    if hasattr(module, "add_arguments"):
-        module.add_arguments(parser)
-    else:
-        add_config_args(parser, config, positional=getattr(module, "POSITIONAL", ()))
     args = parser.parse_args(argv[1:])
     bounded_heap()  # this process owns the allocator: memory freed by training goes back to the system
     try:

@@ -146,6 +146,7 @@ def run(cfg: QuickstartConfig) -> dict:
     _step("3/6 cloze test with a random (untrained) model")
     before = _print_cloze(cloze(_random_model(cfg, tok), tok))
     summary, checkpoint, metrics, final_eval = _pretrain(cfg, out, timings)
+    (out / "pretrained").symlink_to(checkpoint.relative_to(out), target_is_directory=True)  # a name that stays put
     _step("5/6 the same cloze test after pretraining")
     after = _print_cloze(cloze(str(checkpoint), None))
     scores = _finetune_qnli(cfg, out, checkpoint, timings)
@@ -154,6 +155,7 @@ def run(cfg: QuickstartConfig) -> dict:
     report = _report(cfg, tok.vocab_size, manifest, summary, final_eval, before, after, scores, timings, plots)
     (out / "report.md").write_text(report, encoding="utf-8")
     print(f"\nreport: {out / 'report.md'}  (plots: {', '.join(plots)}); total {timings['total'] / 60:.1f} min")
+    print(f'the pretrained model: {out / "pretrained"} (try: clozeformer fill-mask --model {out / "pretrained"} "...[MASK]...")')
     return {
         "scores": scores,
         "val_mlm_acc": final_eval.get("val_mlm_acc"),
