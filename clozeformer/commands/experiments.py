@@ -120,13 +120,7 @@ class ExperimentConfig:
     finetune_dropout: float | None = field(
         default=None, metadata=flag_help("dropout while fine-tuning (`finetune --dropout`); unset: each model's own")
     )
-    finetune_pooling: Pooling | None = field(
-        default=None,
-        metadata=flag_help(
-            "sentence vector while fine-tuning (`finetune --pooling`: cls, mean, max or last); unset: the model's own "
-            "(cls; last for the left-to-right arm)"
-        ),
-    )
+    finetune_pooling: Pooling | None = field(default=None, metadata=flag_help("`finetune --pooling`; unset: the model's own"))
     finetune_epochs: float = field(default=3.0, metadata=flag_help("fine-tuning epochs (the time cap may stop earlier)"))
     max_train_examples: int | None = field(default=4000, metadata=flag_help("cap on fine-tuning examples per task"))
     max_eval_examples: int | None = field(default=2000, metadata=flag_help("cap on dev examples per task"))

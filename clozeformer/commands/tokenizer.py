@@ -25,7 +25,7 @@ from pathlib import Path
 from clozeformer.commands.flags import add_config_args
 from clozeformer.data.readers import FORMATS, CorpusReader, check_corpus_args
 from clozeformer.modeling.tokenizer import Tokenizer
-from clozeformer.utils.configs import save_config
+from clozeformer.utils.configs import flag_help, save_config
 from clozeformer.utils.errors import ClozeformerError
 from clozeformer.utils.io import check_output_dir, mark_owned
 
@@ -34,11 +34,9 @@ BATCH_TEXTS = 1000
 
 @dataclass
 class TokenizerTrainConfig:
-    input: list[str] = field(
-        default_factory=list, metadata={"help": "text files, directories or globs (gz ok)", "required": True}
-    )
+    input: list[str] = field(default_factory=list, metadata=flag_help("text files, directories or globs (gz ok)", required=True))
     out: str = field(
-        default="", metadata={"help": "directory for vocab.txt + tokenizer_config.json (new or empty)", "required": True}
+        default="", metadata=flag_help("directory for vocab.txt + tokenizer_config.json (new or empty)", required=True)
     )
     overwrite: bool = field(default=False, metadata={"help": "replace a tokenizer directory that clozeformer wrote before"})
     vocab_size: int = field(default=30522, metadata={"help": "vocab size, special and [unused] tokens included"})

@@ -44,7 +44,7 @@ from clozeformer.data.manifest import DocumentCounts, Manifest, Shard, SpecialId
 from clozeformer.data.masking import MaskingConfig, TokenTable, mask_tokens, sample_keys
 from clozeformer.data.padding import pad_right
 from clozeformer.data.readers import FORMATS, CorpusReader, Document, ReaderStats, check_corpus_args
-from clozeformer.utils.configs import SEED_RANGE, check_ranges, config_dict
+from clozeformer.utils.configs import SEED_RANGE, check_ranges, config_dict, flag_help
 from clozeformer.utils.errors import ClozeformerError
 
 SPLITS = ("train", "val")
@@ -61,10 +61,10 @@ def _require(ok: bool, message: str) -> None:
 @dataclass
 class PrepareConfig:
     input: list[str] = field(
-        default_factory=list, metadata={"help": "text files, directories or globs (gz ok)", "required": True}
+        default_factory=list, metadata=flag_help("corpus files, directories or globs (gz ok)", required=True)
     )
     tokenizer: str = field(
-        default="", metadata={"help": "tokenizer directory (vocab.txt [+ tokenizer_config.json])", "required": True}
+        default="", metadata=flag_help("tokenizer directory (vocab.txt, tokenizer_config.json)", required=True)
     )
     out: str = field(
         default="", metadata={"help": "output DATA_DIR (written atomically; must be new or empty)", "required": True}

@@ -93,20 +93,30 @@ def check_vocab(tokenizer, config: BertConfig, where: str) -> None:
 
 
 def build_task_model(spec: TaskSpec, cfg: FinetuneConfig, tokenizer, labels: list[str] | None):
-    """The task model from a pretrained directory (new head) or a preset at random init."""
-    if spec.family == "embedding":
-        return _sentence_encoder(spec, cfg, tokenizer)
-    cls = model_class(spec)
+    """The task model from a pretrained directory (new head) or a preset at random init; for
+    sentence embeddings, the bi-encoder around either's encoder."""
     overrides = head_overrides(spec, labels)
     if cfg.dropout is not None:
         overrides.update(hidden_dropout_prob=cfg.dropout, attention_probs_dropout_prob=cfg.dropout)
+    if spec.family == "embedding":
+        from clozeformer.modeling.bert import BertModel
+        from clozeformer.tasks.embedding import SentenceEncoder
+
+        assert cfg.pooling is not None  # resolved by finetune (the base model's own, else mean)
+        return SentenceEncoder(_start(BertModel, spec, cfg, tokenizer, overrides), cfg.pooling, cfg.normalize)
     if cfg.pooling is not None:
         overrides["classifier_pooling"] = cfg.pooling
     elif not is_preset(cfg.model):
         own = BertConfig.from_pretrained(cfg.model)
         if own.is_decoder and own.classifier_pooling == "cls":
             overrides["classifier_pooling"] = "last"  # left to right, [CLS] has seen only itself
-    torch.manual_seed(cfg.seed)  # the new head (or the whole model) is initialised from the seed
+    return _start(model_class(spec), spec, cfg, tokenizer, overrides)
+
+
+def _start(cls, spec: TaskSpec, cfg: FinetuneConfig, tokenizer, overrides: dict):
+    """`cls` from the pretrained directory (config `overrides` applied), or the preset at random init;
+    seeded (the new head, or the whole model), its vocabulary checked, its task noted."""
+    torch.manual_seed(cfg.seed)
     if is_preset(cfg.model):
         config = BertConfig.preset(cfg.model, vocab_size=tokenizer.vocab_size, pad_token_id=tokenizer.pad_token_id, **overrides)
         model, where = cls(config), f"preset {cfg.model}"
@@ -115,26 +125,6 @@ def build_task_model(spec: TaskSpec, cfg: FinetuneConfig, tokenizer, labels: lis
     check_vocab(tokenizer, model.config, where)
     model.config.extra["finetuning_task"] = spec.name
     return model
-
-
-def _sentence_encoder(spec: TaskSpec, cfg: FinetuneConfig, tokenizer):
-    """A bi-encoder around the base model's encoder (any head class's), or a preset at random init."""
-    from clozeformer.modeling.bert import BertModel
-    from clozeformer.tasks.embedding import SentenceEncoder
-
-    overrides = {}
-    if cfg.dropout is not None:
-        overrides.update(hidden_dropout_prob=cfg.dropout, attention_probs_dropout_prob=cfg.dropout)
-    torch.manual_seed(cfg.seed)
-    if is_preset(cfg.model):
-        config = BertConfig.preset(cfg.model, vocab_size=tokenizer.vocab_size, pad_token_id=tokenizer.pad_token_id, **overrides)
-        bert, where = BertModel(config), f"preset {cfg.model}"
-    else:
-        bert, where = BertModel.from_pretrained(cfg.model, **overrides), str(cfg.model)
-    check_vocab(tokenizer, bert.config, where)
-    bert.config.extra["finetuning_task"] = spec.name
-    assert cfg.pooling is not None  # resolved by finetune (the base model's own, else mean)
-    return SentenceEncoder(bert, cfg.pooling, cfg.normalize)
 
 
 # ----------------------------------------------------------------------------- fine-tuned directories

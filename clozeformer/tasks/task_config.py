@@ -139,13 +139,7 @@ class FinetuneConfig(TaskDataConfig):
     )
     out: str | None = field(default=None, metadata=flag_help("output directory for the fine-tuned model", required=True))
     epochs: float = field(default=3.0, metadata=flag_help("passes over the training data (fractions allowed)"))
-    lr: float | None = field(
-        default=None,
-        metadata=flag_help(
-            "peak learning rate; unset: 5e-4 for models of hidden size <= 256 (tiny, mini; measured), "
-            "else BERT's 3e-5 (paper: 2e-5 .. 5e-5)"
-        ),
-    )
+    lr: float | None = field(default=None, metadata=flag_help("peak learning rate; unset: 5e-4 to hidden size 256, else 3e-5"))
     batch_size: int = field(default=32, metadata=flag_help("training batch size"))
     warmup_ratio: float = field(default=0.1, metadata=flag_help("fraction of steps with linear LR warmup"))
     weight_decay: float = field(default=0.01, metadata=flag_help("AdamW weight decay (not on biases/LayerNorm)"))
@@ -159,13 +153,7 @@ class FinetuneConfig(TaskDataConfig):
         default=None, metadata=flag_help("stop training after this many minutes (then evaluate and save)")
     )
     eval_every: int = field(default=0, metadata=flag_help("also evaluate every N steps (0: once per epoch)"))
-    group_by_length: bool | None = field(
-        default=None,
-        metadata=flag_help(
-            "batch examples of similar length together (less padding); unset: yes, except sentence-embedding "
-            "(random batches: length-grouped ones hold the same passage many times, masked as duplicates)"
-        ),
-    )
+    group_by_length: bool | None = field(default=None, metadata=flag_help("group similar lengths (unset: not for embeddings)"))
     save_best: bool = field(default=True, metadata=flag_help("keep the checkpoint with the best dev score (else the last one)"))
     overwrite: bool = field(default=False, metadata=flag_help("allow writing into a non-empty --out"))
     dtype: Literal["auto", "fp32", "bf16", "fp16"] = field(

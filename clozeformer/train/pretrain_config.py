@@ -148,13 +148,7 @@ class PretrainConfig:
             "linear warmup steps; unset: the recipe's (300 for tiny/mini; else --warmup-ratio of the run, BERT's 1%)"
         ),
     )
-    warmup_ratio: float | None = field(
-        default=None,
-        metadata=flag_help(
-            "warmup as a fraction of the run's steps, when --warmup-steps is unset (a time budget's steps as estimated); "
-            "unset: the recipe's (0.01 for small..large, as BERT's 10k of 1M)"
-        ),
-    )
+    warmup_ratio: float | None = field(default=None, metadata=flag_help("warmup as a fraction of the run's steps (BERT: 0.01)"))
     min_lr_ratio: float = field(default=0.0, metadata=flag_help("lr floor for the decay, as a fraction of --lr"))
     max_grad_norm: float = field(default=1.0, metadata=flag_help("clip the global grad norm (0 = off)"))
     max_bad_steps: int = field(
