@@ -48,7 +48,6 @@ from clozeformer.tasks.common import Problems, Source, TextExample, iter_records
 from clozeformer.tasks.custom import LABEL_NAMES, PAIR_NAMES, TEXT_NAMES, pick_column
 from clozeformer.utils.errors import ClozeformerError
 
-Loss = Literal["auto", "cosent", "cosine", "mnrl", "triplet"]
 Form = Literal["scored", "pairs", "triplets"]
 #: the losses each form of data can train with; the first is `--loss auto`'s choice (see docs/EXPERIMENTS.md)
 LOSSES: dict[str, tuple[str, ...]] = {"scored": ("cosine", "cosent"), "pairs": ("mnrl",), "triplets": ("mnrl", "triplet")}

@@ -107,3 +107,34 @@ def test_any_task_file_reads_or_is_one_clear_error(tmp_path_factory, rows):
         get_task("classification", TaskDataConfig(task="classification")).read(jsonl, Problems(show=0), True)
     except ClozeformerError as e:
         assert str(e) and "\n" not in str(e)
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    verb=st.sampled_from(["classify", "embed", "export", "evaluate", "pretrain", "plot", "tokenizer", "prepare"]),
+    shape=st.sampled_from(["existing-dir", "under-a-file", "under-a-file-deeper"]),
+    name=st.text(alphabet="abc_-.", min_size=1, max_size=6).filter(lambda s: s not in (".", "..")),
+)
+def test_unwritable_outputs_are_one_error_line(tmp_path_factory, verb, shape, name, capsys):
+    """Every verb's output flag, pointed at a directory where a file goes or below a file: one
+    `error:` line and exit 2, never a traceback (docs/BAD_INPUT.md)."""
+    root = tmp_path_factory.mktemp("out")
+    (root / "a-file").write_text("x")
+    target = {"existing-dir": root, "under-a-file": root / "a-file" / name, "under-a-file-deeper": root / "a-file" / name / "x"}[
+        shape
+    ]
+    argv = {
+        "classify": ["classify", "--model", str(root), "hi", "--out", str(target)],
+        "embed": ["embed", "--model", str(root), "hi", "--build-index", str(target)],
+        "export": ["export", "--model", str(root), "--onnx", str(target)],
+        "evaluate": ["evaluate", "--model", str(root), "--data", str(root), "--out", str(target)],
+        "pretrain": ["pretrain", "--data", str(root), "--out", str(target), "--max-steps", "1"],
+        "plot": ["plot", str(root), "--out", str(target)],
+        "tokenizer": ["tokenizer", "train", "--input", str(root / "a-file"), "--out", str(target)],
+        "prepare": ["prepare", "--input", str(root / "a-file"), "--tokenizer", str(root), "--out", str(target)],
+    }[verb]
+    if shape == "existing-dir" and verb not in ("classify", "export"):
+        argv = [a if a != str(target) else str(root / "a-file" / "x") for a in argv]  # a directory flag: use a blocked path
+    assert cli_main(argv) == 2, argv
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("error:") and "internal error" not in err[0], (argv, err)
