@@ -62,7 +62,9 @@ class TaskDataConfig:
     max_length: int | None = field(
         default=None,
         metadata=flag_help(
-            "tokens per input incl. [CLS]/[SEP] (default: 128; 384 for QA; 256 for sentence-embedding)", aliases=("max_seq_len",)
+            "tokens per input incl. [CLS]/[SEP] (default: 128; 384 for QA; 256 for sentence-embedding)",
+            aliases=("max_seq_len",),
+            min=8,
         ),
     )
     text_column: str | None = field(
@@ -84,23 +86,23 @@ class TaskDataConfig:
         default=None, metadata=flag_help("your QA data: the answer's character offset (default: first occurrence of the answer)")
     )
     id_column: str | None = field(default=None, metadata=flag_help("your data: a column of example ids"))
-    doc_stride: int = field(default=128, metadata=flag_help("QA: context tokens shared by neighbouring windows"))
+    doc_stride: int = field(default=128, metadata=flag_help("QA: context tokens shared by neighbouring windows", min=0))
     max_question_length: int = field(
         default=64, metadata=flag_help("QA: questions are cut to this many tokens", min=1, aliases=("max_query_len",))
     )
     max_answer_length: int = field(
         default=30, metadata=flag_help("QA: longest answer span, in tokens", min=1, aliases=("max_answer_len",))
     )
-    n_best: int = field(default=20, metadata=flag_help("QA: start/end candidates per window; n-best list size"))
+    n_best: int = field(default=20, metadata=flag_help("QA: start/end candidates per window; n-best list size", min=1))
     null_threshold: float = field(
         default=0.0, metadata=flag_help("SQuAD v2.0: answer empty when null score - best span score > this")
     )
-    eval_batch_size: int = field(default=64, metadata=flag_help("batch size for evaluation and prediction"))
+    eval_batch_size: int = field(default=64, metadata=flag_help("batch size for evaluation and prediction", min=1))
     max_eval_examples: int | None = field(
-        default=None, metadata=flag_help("use only the first N examples of each dev/test file (quick runs)")
+        default=None, metadata=flag_help("use only the first N examples of each dev/test file (quick runs)", min=1)
     )
     device: str = field(default="auto", metadata=flag_help("auto (cuda if available), cpu, cuda, cuda:1, ..."))
-    threads: int | None = field(default=None, metadata=flag_help("torch CPU threads (default: torch's choice)"))
+    threads: int | None = field(default=None, metadata=flag_help("torch CPU threads (default: torch's choice)", min=1))
     skip_bad_rows: bool = field(
         default=False,
         metadata=flag_help("skip malformed rows (wrong field count, non-text values), counted and reported, instead of stopping"),
@@ -111,17 +113,6 @@ class TaskDataConfig:
 
     def validate(self) -> None:
         check_ranges(self)
-        _require(
-            (self.max_length is None or 8 <= self.max_length, f"--max-length must be >= 8, got {self.max_length}"),
-            (self.doc_stride >= 0, f"--doc-stride must be >= 0, got {self.doc_stride}"),
-            (self.n_best >= 1, f"--n-best must be >= 1, got {self.n_best}"),
-            (self.eval_batch_size >= 1, f"--eval-batch-size must be >= 1, got {self.eval_batch_size}"),
-            (
-                self.max_eval_examples is None or self.max_eval_examples >= 1,
-                f"--max-eval-examples must be >= 1, got {self.max_eval_examples}",
-            ),
-            (self.threads is None or self.threads >= 1, f"--threads must be >= 1, got {self.threads}"),
-        )
 
 
 @dataclass
@@ -140,19 +131,19 @@ class FinetuneConfig(TaskDataConfig):
     out: str | None = field(default=None, metadata=flag_help("output directory for the fine-tuned model", required=True))
     epochs: float = field(default=3.0, metadata=flag_help("passes over the training data (fractions allowed)"))
     lr: float | None = field(default=None, metadata=flag_help("peak learning rate; unset: 5e-4 to hidden size 256, else 3e-5"))
-    batch_size: int = field(default=32, metadata=flag_help("training batch size"))
+    batch_size: int = field(default=32, metadata=flag_help("training batch size", min=1))
     warmup_ratio: float = field(default=0.1, metadata=flag_help("fraction of steps with linear LR warmup"))
-    weight_decay: float = field(default=0.01, metadata=flag_help("AdamW weight decay (not on biases/LayerNorm)"))
+    weight_decay: float = field(default=0.01, metadata=flag_help("AdamW weight decay (not on biases/LayerNorm)", min=0))
     adam_eps: float = field(default=1e-6, metadata=flag_help("AdamW epsilon (BERT: 1e-6)"))
-    max_grad_norm: float = field(default=1.0, metadata=flag_help("gradient clipping norm (0 = off)"))
+    max_grad_norm: float = field(default=1.0, metadata=flag_help("gradient clipping norm (0 = off)", min=0))
     seed: int = field(default=42, metadata=flag_help("seed for init of new heads, shuffling and dropout", **SEED_RANGE))
     max_train_examples: int | None = field(
-        default=None, metadata=flag_help("train on a seeded random subset of N examples (quick runs)")
+        default=None, metadata=flag_help("train on a seeded random subset of N examples (quick runs)", min=1)
     )
     max_time: float | None = field(
         default=None, metadata=flag_help("stop training after this many minutes (then evaluate and save)")
     )
-    eval_every: int = field(default=0, metadata=flag_help("also evaluate every N steps (0: once per epoch)"))
+    eval_every: int = field(default=0, metadata=flag_help("also evaluate every N steps (0: once per epoch)", min=0))
     group_by_length: bool | None = field(default=None, metadata=flag_help("group similar lengths (unset: not for embeddings)"))
     save_best: bool = field(default=True, metadata=flag_help("keep the checkpoint with the best dev score (else the last one)"))
     overwrite: bool = field(default=False, metadata=flag_help("allow writing into a non-empty --out"))
@@ -201,16 +192,8 @@ class FinetuneConfig(TaskDataConfig):
             (self.dropout is None or 0 <= self.dropout < 1, f"--dropout must be in [0, 1), got {self.dropout}"),
             (self.epochs > 0, f"--epochs must be > 0, got {self.epochs}"),
             (self.lr is None or self.lr > 0, f"--lr must be > 0, got {self.lr}"),
-            (self.batch_size >= 1, f"--batch-size must be >= 1, got {self.batch_size}"),
             (0 <= self.warmup_ratio < 1, f"--warmup-ratio must be in [0, 1), got {self.warmup_ratio}"),
-            (self.weight_decay >= 0, f"--weight-decay must be >= 0, got {self.weight_decay}"),
-            (self.max_grad_norm >= 0, f"--max-grad-norm must be >= 0, got {self.max_grad_norm}"),
-            (
-                self.max_train_examples is None or self.max_train_examples >= 1,
-                f"--max-train-examples must be >= 1, got {self.max_train_examples}",
-            ),
             (self.max_time is None or self.max_time > 0, f"--max-time must be > 0 minutes, got {self.max_time}"),
-            (self.eval_every >= 0, f"--eval-every must be >= 0, got {self.eval_every}"),
         )
         self.report_to = resolve_report_to(self.report_to)
 

@@ -116,13 +116,14 @@ class PretrainConfig:
         default=None, metadata=flag_help("wall-clock minutes of training (evals and checkpoints included)")
     )
     # ------------------------------------------------------------------ batch
-    batch_size: int = field(default=32, metadata=flag_help("micro-batch per process"))
-    grad_accum: int = field(default=1, metadata=flag_help("micro-batches per optimizer step"))
+    batch_size: int = field(default=32, metadata=flag_help("micro-batch per process", min=1))
+    grad_accum: int = field(default=1, metadata=flag_help("micro-batches per optimizer step", min=1))
     batch_ramp_steps: int = field(
         default=0,
         metadata=flag_help(
             "batch ramp (Cramming): over the first N steps the batch grows linearly from 1 to --grad-accum "
-            "micro-batches (0 = off)"
+            "micro-batches (0 = off)",
+            min=0,
         ),
     )
     # ------------------------------------------------------------------ optimizer and schedule
@@ -145,14 +146,14 @@ class PretrainConfig:
     warmup_steps: int | None = field(
         default=None,
         metadata=flag_help(
-            "linear warmup steps; unset: the recipe's (300 for tiny/mini; else --warmup-ratio of the run, BERT's 1%)"
+            "linear warmup steps; unset: the recipe's (300 for tiny/mini; else --warmup-ratio of the run, BERT's 1%)", min=0
         ),
     )
     warmup_ratio: float | None = field(default=None, metadata=flag_help("warmup as a fraction of the run's steps (BERT: 0.01)"))
     min_lr_ratio: float = field(default=0.0, metadata=flag_help("lr floor for the decay, as a fraction of --lr"))
     max_grad_norm: float = field(default=1.0, metadata=flag_help("clip the global grad norm (0 = off)"))
     max_bad_steps: int = field(
-        default=MAX_BAD_STEPS, metadata=flag_help("stop after this many consecutive steps with a NaN/Inf loss or gradient")
+        default=MAX_BAD_STEPS, metadata=flag_help("stop after this many consecutive steps with a NaN/Inf loss or gradient", min=1)
     )
     # ------------------------------------------------------------------ hardware
     dtype: Literal["auto", "fp32", "bf16", "fp16"] = field(
@@ -174,16 +175,16 @@ class PretrainConfig:
     eval_every: int | None = field(
         default=None,
         metadata=flag_help(
-            "evaluate on the val split every N steps (0 = at the end); unset: the recipe's (end for tiny/mini, else 2000)"
+            "evaluate on the val split every N steps (0 = at the end); unset: the recipe's (end for tiny/mini, else 2000)", min=0
         ),
     )
     eval_batches: int | None = field(default=None, metadata=flag_help("cap on val batches per evaluation"))
-    log_every: int = field(default=1, metadata=flag_help("write a metrics.jsonl line every N steps"))
-    save_every: int = field(default=0, metadata=flag_help("checkpoint every N steps (0 = off)"))
+    log_every: int = field(default=1, metadata=flag_help("write a metrics.jsonl line every N steps", min=1))
+    save_every: int = field(default=0, metadata=flag_help("checkpoint every N steps (0 = off)", min=0))
     save_every_minutes: float = field(
         default=30.0, metadata=flag_help("checkpoint every M minutes (0 = off): a crash or SIGKILL loses at most M minutes")
     )
-    keep_last: int = field(default=3, metadata=flag_help("checkpoints to keep (the newest K)"))
+    keep_last: int = field(default=3, metadata=flag_help("checkpoints to keep (the newest K)", min=1))
     resume: bool = field(
         default=True,
         metadata=flag_help("resume from RUN_DIR's newest checkpoint when there is one (--no-resume: refuse a used RUN_DIR)"),
@@ -233,10 +234,6 @@ class PretrainConfig:
 
         for name in ("max_steps", "max_tokens", "max_time"):
             fail_if(getattr(self, name) is not None and getattr(self, name) <= 0, name, "positive")
-        for name in ("batch_size", "grad_accum", "log_every", "keep_last", "max_bad_steps"):
-            fail_if(getattr(self, name) < 1, name, ">= 1")
-        for name in ("eval_every", "save_every", "warmup_steps", "batch_ramp_steps"):
-            fail_if(getattr(self, name) is not None and getattr(self, name) < 0, name, ">= 0")
         fail_if(self.warmup_ratio is not None and not 0.0 <= self.warmup_ratio < 1.0, "warmup_ratio", "in [0, 1)")
         if self.batch_ramp_steps and self.grad_accum < 2:
             raise bad("--batch-ramp-steps grows the micro-batches per step up to --grad-accum; set --grad-accum >= 2")

@@ -43,7 +43,8 @@ def check_ranges(cfg: Any) -> None:
         v = getattr(cfg, f.name)
         numeric = isinstance(v, (int, float)) and not isinstance(v, bool)
         if numeric and ((lo is not None and v < lo) or (hi is not None and v > hi)):
-            raise ClozeformerError(f"--{f.name.replace('_', '-')} must be in [{lo}, {hi}], got {v}")
+            bound = f"in [{lo}, {hi}]" if lo is not None and hi is not None else (f">= {lo}" if lo is not None else f"<= {hi}")
+            raise ClozeformerError(f"--{f.name.replace('_', '-')} must be {bound}, got {v}")
 
 
 def config_dict(cfg: Any) -> dict[str, Any]:
