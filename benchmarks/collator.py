@@ -1,9 +1,9 @@
 """Masking collator throughput: clozeformer vs transformers.DataCollatorForLanguageModeling.
 
-    python benchmarks/collator.py [--batch 32] [--seq-len 128] [--seconds 2] [--data /work/prepared/en-packed]
+    python benchmarks/collator.py [--batch 32] [--max-length 128] [--seconds 2] [--data /work/prepared/en-packed]
 
 Both sides get the same batches of real token ids (the first lines of English Wikipedia from
-../shared/data, tokenized with bert-base-uncased, cut/padded to ~seq-len; random ids when
+../shared/data, tokenized with bert-base-uncased, cut/padded to ~max-length; random ids when
 the data folder is absent). Rows:
 
 * transformers list-of-dicts: `DataCollatorForLanguageModeling(tok)(examples)` on
@@ -74,7 +74,7 @@ def rate(fn, batches, seconds: float) -> float:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--batch", type=int, default=32)
-    ap.add_argument("--seq-len", type=int, default=128)
+    ap.add_argument("--max-length", type=int, default=128)
     ap.add_argument("--seconds", type=float, default=2.0)
     ap.add_argument("--data", type=Path, default=None, help="a prepared DATA_DIR for the PretrainLoader row")
     args = ap.parse_args()
@@ -90,13 +90,13 @@ def main() -> None:
     vocab = SHARED / "vocab" / "bert-base-uncased"
     tok = Tokenizer.from_pretrained(vocab)
     hf_tok = BertTokenizerFast.from_pretrained(str(vocab))
-    rows = examples(args.batch * 16, args.seq_len, tok)
+    rows = examples(args.batch * 16, args.max_length, tok)
     plain = [[{"input_ids": r["input_ids"]} for r in rows[i : i + args.batch]] for i in range(0, len(rows), args.batch)]
-    # transformers cannot pad ragged offset_mapping lists: its whole-word rows come pre-padded to seq-len.
+    # transformers cannot pad ragged offset_mapping lists: its whole-word rows come pre-padded to max-length.
     full = [
         {
-            "input_ids": r["input_ids"] + [0] * (args.seq_len - len(r["input_ids"])),
-            "offset_mapping": r["offset_mapping"] + [(0, 0)] * (args.seq_len - len(r["input_ids"])),
+            "input_ids": r["input_ids"] + [0] * (args.max_length - len(r["input_ids"])),
+            "offset_mapping": r["offset_mapping"] + [(0, 0)] * (args.max_length - len(r["input_ids"])),
         }
         for r in rows
     ]
@@ -141,7 +141,7 @@ def main() -> None:
         results.append(
             (f"clozeformer PretrainLoader end to end ({args.data.name}: memmap gather + pad + mask)", best, best / base)
         )
-    print(f"\nMasking collators, batch {args.batch}, seq-len <= {args.seq_len}, 1 thread, best of 3\n")
+    print(f"\nMasking collators, batch {args.batch}, max-length <= {args.max_length}, 1 thread, best of 3\n")
     print("| collator | sequences/s | vs transformers |")
     print("|---|---|---|")
     for name, r, x in results:

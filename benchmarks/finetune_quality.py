@@ -142,7 +142,7 @@ def run_one(task: str, data: list[str], model: str, tokenizer: str | None, out: 
         lr=args.lr,
         batch_size=args.batch_size,
         seed=args.seed,
-        max_length=args.qa_max_seq_len if qa else args.max_seq_len,
+        max_length=args.qa_max_length if qa else args.max_length,
         doc_stride=args.doc_stride,
         max_train_examples=args.max_train_examples,
         max_eval_examples=args.max_eval_examples,
@@ -176,8 +176,8 @@ def main() -> int:
     p.add_argument("--lr", type=float, default=3e-4)
     p.add_argument("--batch-size", type=int, default=32)
     p.add_argument("--eval-batch-size", type=int, default=128)
-    p.add_argument("--max-seq-len", type=int, default=128)
-    p.add_argument("--qa-max-seq-len", type=int, default=256)
+    p.add_argument("--max-length", type=int, default=128)
+    p.add_argument("--qa-max-length", type=int, default=256)
     p.add_argument("--doc-stride", type=int, default=64)
     p.add_argument("--max-train-examples", type=int, default=2000)
     p.add_argument("--max-eval-examples", type=int, default=500)

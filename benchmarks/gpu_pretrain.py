@@ -5,7 +5,7 @@
 
 Self-contained, so that it runs on a lent machine that has only this repository: it trains a
 30,522-token WordPiece on the bundled corpus (clozeformer/assets/corpus), writes packed shards of
-`--seq-len` tokens, then runs `clozeformer.train.loop.pretrain` itself (bf16 autocast, fused AdamW,
+`--max-length` tokens, then runs `clozeformer.train.loop.pretrain` itself (bf16 autocast, fused AdamW,
 sparse MLM head, `--compile` unless `--no-compile`) for `--steps` steps per (model, positions).
 Throughput is the median tokens/s over the steps after the first `--skip` (compilation and
 warm-up); model FLOP/s use `clozeformer.modeling.bert.mlm_flops_per_token` at 15% masking, MFU against
@@ -31,7 +31,7 @@ def main() -> int:
     ap.add_argument("--models", nargs="+", default=["base"])
     ap.add_argument("--positions", nargs="+", default=["rotary", "absolute"], choices=["rotary", "absolute"])
     ap.add_argument("--batch-size", type=int, default=256)
-    ap.add_argument("--seq-len", type=int, default=128)
+    ap.add_argument("--max-length", type=int, default=128)
     ap.add_argument("--steps", type=int, default=150)
     ap.add_argument("--skip", type=int, default=30, help="steps left out of the throughput (compile, warm-up)")
     ap.add_argument("--peak-tflops", type=float, default=989.0)
@@ -63,12 +63,12 @@ def main() -> int:
             input=corpus,
             tokenizer=str(args.out / "tok"),
             out=str(data),
-            max_length=args.seq_len,
+            max_length=args.max_length,
             val_fraction=0.01,
             progress=False,
         )
     )
-    print(f"data: {manifest.num_train} sequences of {args.seq_len} ({time.perf_counter() - t0:.0f}s)")
+    print(f"data: {manifest.num_train} sequences of {args.max_length} ({time.perf_counter() - t0:.0f}s)")
 
     rows = []
     for preset in args.models:
@@ -96,7 +96,7 @@ def main() -> int:
             recs = [r for r in read_metrics(run) if r["kind"] == "train"][args.skip :]
             tok_s = statistics.median(r["tokens_per_s"] for r in recs)
             cfg = BertConfig.preset(preset, vocab_size=manifest.vocab_size, position_embedding_type=positions)
-            flops = tok_s * mlm_flops_per_token(cfg, args.seq_len, masked_fraction=0.15)
+            flops = tok_s * mlm_flops_per_token(cfg, args.max_length, masked_fraction=0.15)
             rows.append(
                 {
                     "model": preset,
@@ -114,7 +114,7 @@ def main() -> int:
             print(json.dumps(rows[-1]), flush=True)
     gpu = torch.cuda.get_device_name()
     lines = [
-        f"GPU: {gpu}; bf16 autocast, fused AdamW, sparse MLM head, compile={args.compile}, seq {args.seq_len}",
+        f"GPU: {gpu}; bf16 autocast, fused AdamW, sparse MLM head, compile={args.compile}, seq {args.max_length}",
         "",
         "| model | positions | batch | tokens/s | model TFLOP/s | MFU | peak GPU memory |",
         "|---|---|---:|---:|---:|---:|---:|",

@@ -4,7 +4,7 @@
 
 Runs `python -m clozeformer prepare` once per mode on ../shared/data/text (enwiki + wikinews +
 gutenberg + wikitext-2; the gzip'd files are read as they are) with the bert-base-uncased vocab,
-seq-len 128, val-fraction 0.005. Peak RSS is measured two ways: the kernel's high-water marks
+max-length 128, val-fraction 0.005. Peak RSS is measured two ways: the kernel's high-water marks
 (getrusage, reported by prepare for itself and its largest worker) and by sampling the whole
 process tree every 0.1 s here (the sum over processes, i.e. what the machine had to hold).
 MB/s counts uncompressed input bytes. Prints a Markdown table.
@@ -157,12 +157,12 @@ def main() -> None:
         root = Path(tmp.name)
     rows = []
     for mode in args.modes:
-        r = run_mode(mode, inputs, vocab, root / f"en-{mode}", args.workers, args.seq_len)
+        r = run_mode(mode, inputs, vocab, root / f"en-{mode}", args.workers, args.max_length)
         rows.append(r)
         print(r["log"].strip().splitlines()[-3], file=sys.stderr)
     print(
         f"\n`clozeformer prepare`, English corpus ({rows[0]['summary']['input_bytes'] / 1e6:.0f} MB uncompressed "
-        f"text), bert-base-uncased vocab, seq-len {args.seq_len}, {args.workers} workers, {os.cpu_count()} CPUs\n"
+        f"text), bert-base-uncased vocab, max-length {args.max_length}, {args.workers} workers, {os.cpu_count()} CPUs\n"
     )
     print(
         "| mode | wall s | MB/s | tokens/s | corpus tokens | train seqs | val seqs | mean len | "
@@ -180,7 +180,7 @@ def main() -> None:
     if args.single_line_mb:
         books = sorted(p for p in (text / "gutenberg").rglob("*") if p.is_file())
         line = single_line_file(books, root / "one-line.txt", args.single_line_mb)
-        r = run_mode("packed", [str(line)], vocab, root / "en-one-line", args.workers, args.seq_len)
+        r = run_mode("packed", [str(line)], vocab, root / "en-one-line", args.workers, args.max_length)
         s, m = r["summary"], r["manifest"]
         print(
             f"\nOne line of {s['input_bytes'] / 1e6:.0f} MB (`--format lines`'s worst case; cut into documents of "

@@ -68,7 +68,7 @@ def run(args: argparse.Namespace, bounded: bool, out: Path) -> dict:
         save_every=0,
         progress=False,
         report_to=["none"],
-        dtype=args.precision,
+        dtype=args.dtype,
         bounded=bounded,
     )
     proc = subprocess.Popen([sys.executable, "-c", CHILD, json.dumps(cfg)], stdout=subprocess.DEVNULL)
@@ -95,7 +95,7 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--steps", type=int, default=1500)
     p.add_argument("--batch-size", type=int, default=32)
     p.add_argument("--threads", type=int, default=1)
-    p.add_argument("--precision", default="fp32", choices=("auto", "fp32", "bf16"))
+    p.add_argument("--dtype", default="fp32", choices=("auto", "fp32", "bf16"))
     p.add_argument("--every", type=float, default=2.0, help="seconds between samples")
     args = p.parse_args(argv)
     if not sys.platform.startswith("linux"):
@@ -105,7 +105,7 @@ def main(argv: list[str] | None = None) -> None:
         for bounded in (False, True):
             r = run(args, bounded, Path(tmp) / ("bounded" if bounded else "default"))
             rows.append(("bounded_heap (the CLI)" if bounded else "glibc default", r))
-    print(f"\n{args.model}, {args.steps} steps, batch {args.batch_size}, {args.threads} thread(s), {args.precision}\n")
+    print(f"\n{args.model}, {args.steps} steps, batch {args.batch_size}, {args.threads} thread(s), {args.dtype}\n")
     print(f"| allocator | RssAnon MB at {args.steps // 10} steps | at the end | peak | tokens/s |")
     print("|---|---:|---:|---:|---:|")
     for name, r in rows:

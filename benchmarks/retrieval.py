@@ -2,7 +2,7 @@
 
     python benchmarks/retrieval.py --models minilm                          # XQuAD-en, all-MiniLM-L6-v2
     python benchmarks/retrieval.py --models runs/tiny/checkpoints/step-NNNNNN --epochs 10
-    python benchmarks/retrieval.py --lang zh --models minilm RUN_ZH --max-seq-len 384   # CMRC 2018
+    python benchmarks/retrieval.py --lang zh --models minilm RUN_ZH --max-length 384   # CMRC 2018
 
 The SQuAD-style sets in ../shared (XQuAD-en: 1,190 questions on 240 passages; CMRC 2018 dev: 3,219
 on 848) are split by article: a quarter of the articles' questions are held back (test), the rest
@@ -141,9 +141,9 @@ def st_train(model: str | Path, pairs: list[tuple[str, str]], out: Path, args) -
     else:  # a plain encoder: mean pooling and unit length, as clozeformer trains it
         from sentence_transformers.models import Normalize, Pooling, Transformer
 
-        body = Transformer(str(model), max_seq_length=args.max_seq_len)
+        body = Transformer(str(model), max_seq_length=args.max_length)
         st = SentenceTransformer(modules=[body, Pooling(body.get_word_embedding_dimension(), "mean"), Normalize()], device="cpu")
-    st.max_seq_length = args.max_seq_len
+    st.max_seq_length = args.max_length
     data = Dataset.from_dict({"anchor": [q for q, _ in pairs], "positive": [p for _, p in pairs]})
     steps = -(-len(pairs) // args.batch_size) * args.epochs
     training = SentenceTransformerTrainingArguments(
@@ -183,7 +183,7 @@ def main() -> int:
     ap.add_argument("--epochs", type=int, default=1)
     ap.add_argument("--batch-size", type=int, default=32)
     ap.add_argument("--lr", type=float, default=None, help="unset: finetune's default for the model's size")
-    ap.add_argument("--max-seq-len", type=int, default=256)
+    ap.add_argument("--max-length", type=int, default=256)
     ap.add_argument("--candidates", type=int, default=20, help="bi-encoder hits the cross-encoder re-scores")
     ap.add_argument("--negatives", type=int, default=1, help="BM25 hard negatives per training question (cross-encoder)")
     ap.add_argument("--rerank-epochs", type=int, default=3, help="cross-encoder epochs")
@@ -232,7 +232,7 @@ def main() -> int:
         rows_ce += [(q, passages[d], 0) for (q, p), top in zip(train, hard) for d in [d for d in top if d != p][: args.negatives]]
         random.Random(args.seed).shuffle(rows_ce)
         ce_tsv = write_tsv(work / "train-cross.tsv", ["question", "passage", "label"], rows_ce)
-    common = ["--batch-size", args.batch_size, "--max-length", args.max_seq_len, "--seed", args.seed, "--threads", args.threads]
+    common = ["--batch-size", args.batch_size, "--max-length", args.max_length, "--seed", args.seed, "--threads", args.threads]
     for name in args.models:
         model = resolve_model(name, work)
         from clozeformer.modeling.config import BertConfig
@@ -240,13 +240,13 @@ def main() -> int:
         hidden = BertConfig.from_pretrained(model).hidden_size
         lr = ["--lr", args.lr_for(hidden)]
         pooling = None if (model / "modules.json").is_file() else "mean"
-        report(name, "zero-shot", dense_rankings(model, passages, queries, 10, args.max_seq_len, pooling))
+        report(name, "zero-shot", dense_rankings(model, passages, queries, 10, args.max_length, pooling))
         bi = work / f"bi-{model.name}"
         seconds = clozeformer(
             "finetune", "--task", "sentence-embedding", "--data", f"train={train_tsv}", "--model", model, "--out", bi,
             "--overwrite", "--epochs", args.epochs, *lr, *common, *args.finetune_args.split(), log=work / f"bi-{model.name}.log",
         )  # fmt: skip
-        trained = dense_rankings(bi, passages, queries, max(10, args.candidates), args.max_seq_len)
+        trained = dense_rankings(bi, passages, queries, max(10, args.candidates), args.max_length)
         report(name, "trained", [r[:10] for r in trained], f"train {seconds:.0f} s")
         ours = seconds
         if not args.no_rerank:
@@ -259,7 +259,7 @@ def main() -> int:
             )  # fmt: skip
             from clozeformer.infer.pipelines import pipeline
 
-            cross = pipeline("classify", ce, max_length=args.max_seq_len)
+            cross = pipeline("classify", ce, max_length=args.max_length)
             reranked = [
                 [row[j] for j, _ in cross.rerank(q, [passages[i] for i in row[: args.candidates]])][:10]
                 for q, row in zip(queries, trained)
@@ -268,7 +268,7 @@ def main() -> int:
         if not args.no_st:
             st_dir = work / f"st-{model.name}"
             seconds = st_train(model, pairs, st_dir, args)
-            report(name, "st-trained", dense_rankings(st_dir, passages, queries, 10, args.max_seq_len), f"train {seconds:.0f} s")
+            report(name, "st-trained", dense_rankings(st_dir, passages, queries, 10, args.max_length), f"train {seconds:.0f} s")
             ref = rows[-1][2]["mrr@10"]
             mine = next(r[2]["mrr@10"] for r in rows if r[0] == name and r[1] == "trained")
             print(f"  {name}: clozeformer - sentence-transformers = {100 * (mine - ref):+.1f} MRR@10 points; "

@@ -46,7 +46,7 @@ def make_batch(B: int, T: int, V: int, seed: int = 0) -> dict[str, torch.Tensor]
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--models", nargs="+", default=["tiny", "mini", "base"])
-    ap.add_argument("--seq-len", type=int, default=128)
+    ap.add_argument("--max-length", type=int, default=128)
     ap.add_argument("--repeats", type=int, default=7)
     ap.add_argument("--warmup", type=int, default=2)
     ap.add_argument("--threads", type=int, default=2)
@@ -60,7 +60,7 @@ def main() -> None:
     torch.set_num_threads(args.threads)
     print(
         f"torch {torch.__version__}, transformers {transformers.__version__}, threads {args.threads}, "
-        f"seq {args.seq_len}, fp32, median of {args.repeats}"
+        f"seq {args.max_length}, fp32, median of {args.repeats}"
     )
     rows = []
     for name in args.models:
@@ -73,7 +73,7 @@ def main() -> None:
         ).train()
         opt_ours = torch.optim.AdamW(ours.parameters(), lr=1e-4, fused=True)
         opt_hf = torch.optim.AdamW(hf.parameters(), lr=1e-4)
-        batch = make_batch(B, args.seq_len, cfg.vocab_size)
+        batch = make_batch(B, args.max_length, cfg.vocab_size)
 
         def step(model, opt, batch=batch):
             t0 = time.perf_counter()
@@ -90,7 +90,7 @@ def main() -> None:
             if i >= args.warmup:
                 times["ours"].append(a)
                 times["hf"].append(b)
-        tok = B * args.seq_len
+        tok = B * args.max_length
         t_ours, t_hf = statistics.median(times["ours"]), statistics.median(times["hf"])
         rows.append((name, B, tok / t_ours, tok / t_hf, t_hf / t_ours))
         print(f"  {name}: ours {tok / t_ours:,.0f} tok/s, transformers {tok / t_hf:,.0f} tok/s", flush=True)

@@ -95,13 +95,13 @@ def test_matmul_ceiling():
 
 
 def test_train_step():
-    out = run_bench("train_step", "--models", "tiny", "--seq-len", "32", "--repeats", "1", "--warmup", "1", "--threads", "1")
+    out = run_bench("train_step", "--models", "tiny", "--max-length", "32", "--repeats", "1", "--warmup", "1", "--threads", "1")
     assert "tiny" in out and "|" in out
 
 
 def test_collator_and_pretrain(mini_shared, tmp_path):
     data = make_data_dir(tmp_path)
-    args = ["--batch", "4", "--seq-len", "32", "--seconds", "0.05", "--data", str(data)]
+    args = ["--batch", "4", "--max-length", "32", "--seconds", "0.05", "--data", str(data)]
     out = run_bench("collator", *args, shared=mini_shared)  # its vocab: the shared layout's bert-base-uncased
     assert "|" in out
     out = run_bench("pretrain", "--data", str(data), "--models", "tiny", "--batch-size", "4", "--steps", "2", "--warmup", "1")
@@ -122,7 +122,7 @@ def test_serve_load():
 
 
 def test_shared_data_benchmarks(mini_shared, tmp_path):
-    args = ["--data", str(mini_shared), "--workers", "1", "--seq-len", "32", "--modes", "packed", "--single-line-mb", "0.05"]
+    args = ["--data", str(mini_shared), "--workers", "1", "--max-length", "32", "--modes", "packed", "--single-line-mb", "0.05"]
     out = run_bench("prepare", *args)
     assert "| packed |" in out and "One line of" in out
     out = run_bench("tokenizer_train", "--vocab-size", "300", shared=mini_shared)
@@ -188,7 +188,7 @@ def test_retrieval(mini_shared, tiny_st, tmp_path):
     pytest.importorskip("bm25s")
     pytest.importorskip("sentence_transformers")
     out = run_bench(
-        "retrieval", "--models", str(tiny_st), "--epochs", "1", "--batch-size", "4", "--max-seq-len", "48",
+        "retrieval", "--models", str(tiny_st), "--epochs", "1", "--batch-size", "4", "--max-length", "48",
         "--candidates", "5", "--threads", "1", "--work", str(tmp_path / "work"), "--data", str(mini_shared),
     )  # fmt: skip
     for arm in ("bm25", "zero-shot", "trained", "+ rerank top 5", "st-trained"):
