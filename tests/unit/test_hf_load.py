@@ -148,6 +148,7 @@ def test_corrupted_and_non_tensor_weights(tmp_path):
         M.BertForPreTraining.from_pretrained(tmp_path)
 
 
+@pytest.mark.shared
 def test_real_google_configs_load(shared_data):
     for name, vocab in (("bert-base-uncased", 30522), ("bert-base-cased", 28996), ("bert-base-chinese", 21128)):
         cfg = BertConfig.from_pretrained(shared_data / "vocab" / name)
